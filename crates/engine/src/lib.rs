@@ -1,1 +1,25 @@
-//! specdec-engine
+//! specdec's engine: the generation loop over the runtime, sampling and stop handling.
+
+mod generate;
+pub mod rng;
+pub mod sampling;
+pub mod stop;
+
+pub use generate::{Engine, FinishReason, GenerateOutput, GenerateRequest};
+pub use sampling::SamplingParams;
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error(transparent)]
+    Runtime(#[from] specdec_runtime::RuntimeError),
+    #[error(transparent)]
+    Tokenizer(#[from] specdec_tokenizer::TokenizerError),
+    #[error("invalid request: {0}")]
+    InvalidRequest(String),
+    #[error("the prompt has {prompt} tokens and max_tokens is {max_tokens}: together they exceed the model's context of {limit} tokens; shorten the prompt or lower max_tokens")]
+    ContextOverflow {
+        prompt: usize,
+        max_tokens: usize,
+        limit: usize,
+    },
+}

@@ -1,1 +1,41 @@
-//! specdec-runtime
+//! specdec's model runtime: GGUF Llama-family models on batch-invariant CPU kernels.
+//!
+//! A forward evaluates a *token tree* per sequence: each node attends to the sequence's
+//! committed prefix and to its own ancestors, at position `prefix_len + depth`. Because
+//! every kernel computes a row with the same operations whatever else is in the batch, a
+//! node's logits are bit-identical to decoding its branch one token at a time, which is
+//! what makes speculative decoding on top of this runtime exact.
+
+mod config;
+mod kv;
+mod model;
+mod ops;
+mod tree;
+mod weights;
+
+pub use config::{Arch, ModelConfig, RopeStyle};
+pub use kv::Sequence;
+pub use model::{Logits, Model, Node, SeqInput, Want};
+pub use specdec_kernels::{Executor, Isa};
+
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error(transparent)]
+    Gguf(#[from] specdec_gguf::GgufError),
+    #[error(transparent)]
+    Kernel(#[from] specdec_kernels::KernelError),
+    #[error("unsupported model: {0}")]
+    Unsupported(String),
+    #[error("model tensor `{0}` is missing")]
+    MissingTensor(String),
+    #[error("bad model tensor shape: {0}")]
+    Shape(String),
+    #[error("token id {0} is outside the vocabulary")]
+    BadToken(u32),
+    #[error("invalid token tree: {0}")]
+    BadTree(String),
+    #[error("invalid commit: {0}")]
+    BadCommit(String),
+    #[error("context overflow: {needed} tokens needed, the model's context is {limit}")]
+    ContextOverflow { needed: usize, limit: usize },
+}

@@ -1,0 +1,135 @@
+//! `specdec generate`.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Args;
+use serde::Serialize;
+use specdec_engine::{Engine, GenerateRequest, SamplingParams};
+
+use crate::common::{self, ModelArgs};
+
+#[derive(Args, Debug)]
+pub struct GenerateArgs {
+    /// The prompt text.
+    #[arg(long, conflicts_with = "prompt_file", required_unless_present = "prompt_file")]
+    pub prompt: Option<String>,
+    /// Read the prompt from a file.
+    #[arg(long)]
+    pub prompt_file: Option<PathBuf>,
+    /// Wrap the prompt as a user turn in the model's chat template.
+    #[arg(long)]
+    pub chat: bool,
+    /// System message (with --chat).
+    #[arg(long, requires = "chat")]
+    pub system: Option<String>,
+    #[arg(long, default_value_t = 256)]
+    pub max_tokens: usize,
+    #[command(flatten)]
+    pub sampling: SamplingArgs,
+    /// Stop when this text appears (repeatable); it is not included in the output.
+    #[arg(long)]
+    pub stop: Vec<String>,
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Print one JSON object with the text and statistics instead of streaming.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct SamplingArgs {
+    /// 0 is greedy.
+    #[arg(long, default_value_t = 0.0)]
+    pub temperature: f32,
+    /// 0 disables.
+    #[arg(long, default_value_t = 0)]
+    pub top_k: usize,
+    #[arg(long, default_value_t = 1.0)]
+    pub top_p: f32,
+    #[arg(long, default_value_t = 0.0)]
+    pub min_p: f32,
+    #[arg(long, default_value_t = 1.0)]
+    pub repetition_penalty: f32,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+}
+
+impl SamplingArgs {
+    pub fn params(&self) -> SamplingParams {
+        SamplingParams {
+            temperature: self.temperature,
+            top_k: self.top_k,
+            top_p: self.top_p,
+            min_p: self.min_p,
+            repetition_penalty: self.repetition_penalty,
+            seed: self.seed,
+            ..SamplingParams::default()
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct Report {
+    text: String,
+    token_ids: Vec<u32>,
+    prompt_tokens: usize,
+    completion_tokens: usize,
+    forward_passes: usize,
+    finish_reason: &'static str,
+    prefill_ms: f64,
+    elapsed_ms: f64,
+    /// Completion tokens per second of decoding (prefill excluded).
+    tokens_per_second: f64,
+}
+
+pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
+    let prompt = match (&args.prompt, &args.prompt_file) {
+        (Some(p), _) => p.clone(),
+        (None, Some(f)) => std::fs::read_to_string(f)
+            .with_context(|| format!("reading prompt file {}", f.display()))?,
+        (None, None) => anyhow::bail!("give --prompt or --prompt-file"),
+    };
+    let loaded = common::load(&args.model)?;
+    let tokens = loaded.prompt_tokens(&prompt, args.chat, args.system.as_deref())?;
+    let req = GenerateRequest {
+        prompt: tokens,
+        max_tokens: args.max_tokens,
+        sampling: args.sampling.params(),
+        stop: args.stop.clone(),
+    };
+    let engine = Engine::new(&loaded.model, &loaded.tokenizer);
+    let stdout = std::io::stdout();
+    let out = if args.json {
+        engine.generate(&req, &mut |_| true)?
+    } else {
+        let mut lock = stdout.lock();
+        let out = engine.generate(&req, &mut |t| {
+            // A closed pipe (e.g. `| head`) ends generation instead of failing it.
+            lock.write_all(t.as_bytes()).and_then(|_| lock.flush()).is_ok()
+        })?;
+        let _ = writeln!(lock);
+        out
+    };
+    if args.json {
+        let decode = (out.elapsed - out.prefill_time).as_secs_f64();
+        let report = Report {
+            text: out.text,
+            token_ids: out.token_ids,
+            prompt_tokens: out.prompt_tokens,
+            completion_tokens: out.completion_tokens,
+            forward_passes: out.forward_passes,
+            finish_reason: out.finish_reason.as_str(),
+            prefill_ms: out.prefill_time.as_secs_f64() * 1e3,
+            elapsed_ms: out.elapsed.as_secs_f64() * 1e3,
+            tokens_per_second: if decode > 0.0 {
+                out.completion_tokens as f64 / decode
+            } else {
+                0.0
+            },
+        };
+        println!("{}", serde_json::to_string(&report)?);
+    }
+    Ok(())
+}

@@ -1,0 +1,73 @@
+//! `specdec model fetch|info`.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use clap::Subcommand;
+use specdec_gguf::GgufFile;
+use specdec_runtime::ModelConfig;
+
+#[derive(Subcommand, Debug)]
+pub enum ModelCommand {
+    /// Download, verify and cache the default model (SmolLM2-135M-Instruct Q4_1).
+    Fetch {
+        /// Download again even if cached.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Print a model's architecture, context, vocabulary and tensor types.
+    Info {
+        #[arg(long)]
+        model: Option<PathBuf>,
+    },
+}
+
+pub fn run(cmd: ModelCommand) -> anyhow::Result<()> {
+    match cmd {
+        ModelCommand::Fetch { force } => {
+            let m = &specdec_model_store::DEFAULT_MODEL;
+            let path = if force {
+                specdec_model_store::fetch(m, false)?
+            } else {
+                specdec_model_store::ensure(m, false)?
+            };
+            println!("{}", path.display());
+        }
+        ModelCommand::Info { model } => {
+            let path = crate::common::model_path(model.as_deref())?;
+            let file = GgufFile::open(&path)?;
+            let cfg = ModelConfig::from_gguf(&file)?;
+            let mut types: BTreeMap<String, usize> = BTreeMap::new();
+            for t in &file.tensors {
+                *types.entry(format!("{:?}", t.ty)).or_default() += 1;
+            }
+            println!("file:            {}", path.display());
+            println!("name:            {}", cfg.name);
+            println!("architecture:    {:?}", cfg.arch);
+            println!("context length:  {}", cfg.context_length);
+            println!("vocabulary:      {}", cfg.vocab);
+            println!(
+                "layers:          {} (hidden {}, ffn {}, {} heads / {} kv heads of {})",
+                cfg.n_layers, cfg.hidden, cfg.ffn, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
+            );
+            println!("rope:            base {} ({:?})", cfg.rope_base, cfg.rope_style);
+            let types: Vec<String> = types.iter().map(|(t, n)| format!("{t} x{n}")).collect();
+            println!("tensor types:    {}", types.join(", "));
+            println!(
+                "tokenizer:       {}",
+                file.get("tokenizer.ggml.model")
+                    .and_then(|v| v.as_str())
+                    .unwrap_or("none")
+            );
+            println!(
+                "chat template:   {}",
+                if file.get("tokenizer.chat_template").is_some() {
+                    "yes"
+                } else {
+                    "no"
+                }
+            );
+        }
+    }
+    Ok(())
+}

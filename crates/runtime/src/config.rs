@@ -1,0 +1,139 @@
+//! Model hyper-parameters read from GGUF metadata.
+
+use specdec_gguf::GgufFile;
+
+use crate::RuntimeError;
+
+/// The architectures whose forward this runtime implements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arch {
+    /// `llama`: SmolLM2, Llama 2/3, Mistral.
+    Llama,
+    /// `qwen2`: Llama layout plus q/k/v biases and NeoX-style RoPE.
+    Qwen2,
+}
+
+/// How RoPE pairs dimensions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RopeStyle {
+    /// Adjacent pairs (2i, 2i+1): GGUF llama checkpoints are permuted for this.
+    Interleaved,
+    /// Halves (i, i + d/2).
+    NeoX,
+}
+
+#[derive(Clone, Debug)]
+pub struct ModelConfig {
+    pub arch: Arch,
+    pub name: String,
+    pub n_layers: usize,
+    pub hidden: usize,
+    pub n_heads: usize,
+    pub n_kv_heads: usize,
+    pub head_dim: usize,
+    pub ffn: usize,
+    pub vocab: usize,
+    pub context_length: usize,
+    pub rope_base: f32,
+    pub rope_dims: usize,
+    pub rope_style: RopeStyle,
+    pub rms_eps: f32,
+}
+
+impl ModelConfig {
+    pub fn from_gguf(f: &GgufFile) -> Result<Self, RuntimeError> {
+        let arch_name = f.get_str("general.architecture")?.to_string();
+        let arch = match arch_name.as_str() {
+            "llama" | "mistral" => Arch::Llama,
+            "qwen2" => Arch::Qwen2,
+            other => {
+                return Err(RuntimeError::Unsupported(format!(
+                    "architecture `{other}` (supported: llama, mistral, qwen2)"
+                )))
+            }
+        };
+        let key = |k: &str| format!("{arch_name}.{k}");
+        let int = |k: &str| -> Result<usize, RuntimeError> { Ok(f.get_u64(&key(k))? as usize) };
+        let n_layers = int("block_count")?;
+        let hidden = int("embedding_length")?;
+        let n_heads = int("attention.head_count")?;
+        let n_kv_heads = match f.get(&key("attention.head_count_kv")) {
+            Some(v) => v.as_u64().ok_or_else(|| bad("attention.head_count_kv"))? as usize,
+            None => n_heads,
+        };
+        let ffn = int("feed_forward_length")?;
+        let context_length = int("context_length")?;
+        if n_heads == 0 || n_kv_heads == 0 || hidden % n_heads != 0 || n_heads % n_kv_heads != 0
+        {
+            return Err(RuntimeError::Unsupported(format!(
+                "head layout: hidden {hidden}, {n_heads} heads, {n_kv_heads} kv heads"
+            )));
+        }
+        let head_dim = match f.get(&key("attention.key_length")) {
+            Some(v) => v.as_u64().ok_or_else(|| bad("attention.key_length"))? as usize,
+            None => hidden / n_heads,
+        };
+        let rope_dims = match f.get(&key("rope.dimension_count")) {
+            Some(v) => v.as_u64().ok_or_else(|| bad("rope.dimension_count"))? as usize,
+            None => head_dim,
+        };
+        if head_dim % 2 != 0 || rope_dims > head_dim || rope_dims % 2 != 0 {
+            return Err(RuntimeError::Unsupported(format!(
+                "head dim {head_dim} with rope dims {rope_dims}"
+            )));
+        }
+        let vocab = match f.get(&key("vocab_size")) {
+            Some(v) => v.as_u64().ok_or_else(|| bad("vocab_size"))? as usize,
+            None => f.get_array("tokenizer.ggml.tokens")?.len(),
+        };
+        let rope_base = match f.get(&key("rope.freq_base")) {
+            Some(v) => v.as_f64().ok_or_else(|| bad("rope.freq_base"))? as f32,
+            None => 10000.0,
+        };
+        let rms_eps = match f.get(&key("attention.layer_norm_rms_epsilon")) {
+            Some(v) => v.as_f64().ok_or_else(|| bad("layer_norm_rms_epsilon"))? as f32,
+            None => 1e-5,
+        };
+        if let Some(t) = f.get(&key("rope.scaling.type")).and_then(|v| v.as_str()) {
+            if t != "none" {
+                return Err(RuntimeError::Unsupported(format!("RoPE scaling `{t}`")));
+            }
+        }
+        let name = f
+            .get("general.name")
+            .and_then(|v| v.as_str())
+            .unwrap_or(&arch_name)
+            .to_string();
+        Ok(ModelConfig {
+            arch,
+            name,
+            n_layers,
+            hidden,
+            n_heads,
+            n_kv_heads,
+            head_dim,
+            ffn,
+            vocab,
+            context_length,
+            rope_base,
+            rope_dims,
+            rope_style: match arch {
+                Arch::Llama => RopeStyle::Interleaved,
+                Arch::Qwen2 => RopeStyle::NeoX,
+            },
+            rms_eps,
+        })
+    }
+
+    pub fn q_dim(&self) -> usize {
+        self.n_heads * self.head_dim
+    }
+
+    pub fn kv_dim(&self) -> usize {
+        self.n_kv_heads * self.head_dim
+    }
+}
+
+fn bad(key: &str) -> RuntimeError {
+    RuntimeError::Unsupported(format!("metadata `{key}` has an unexpected type"))
+}

@@ -1,0 +1,182 @@
+//! Loading GGUF tensors into kernel-ready form.
+
+use specdec_gguf::{dequantize, GgmlType, GgufFile, TensorInfo};
+use specdec_kernels::{PackedMatrix, WeightFormat};
+
+use crate::config::{Arch, ModelConfig};
+use crate::RuntimeError;
+
+pub(crate) struct Layer {
+    pub attn_norm: Vec<f32>,
+    /// q, k and v stacked along the output dimension.
+    pub qkv: PackedMatrix,
+    pub qkv_bias: Option<Vec<f32>>,
+    pub o: PackedMatrix,
+    pub ffn_norm: Vec<f32>,
+    /// gate and up stacked along the output dimension.
+    pub gate_up: PackedMatrix,
+    pub down: PackedMatrix,
+}
+
+/// The token embedding, kept in its file format and dequantized one row at a time.
+pub(crate) struct Embedding {
+    ty: GgmlType,
+    data: Vec<u8>,
+    row_bytes: usize,
+    hidden: usize,
+}
+
+impl Embedding {
+    pub fn row(&self, token: u32, out: &mut [f32]) -> Result<(), RuntimeError> {
+        let t = token as usize;
+        let bytes = self
+            .data
+            .get(t * self.row_bytes..(t + 1) * self.row_bytes)
+            .ok_or(RuntimeError::BadToken(token))?;
+        dequantize(self.ty, bytes, &mut out[..self.hidden])?;
+        Ok(())
+    }
+}
+
+pub(crate) struct Weights {
+    pub embedding: Embedding,
+    pub layers: Vec<Layer>,
+    pub out_norm: Vec<f32>,
+    pub head: PackedMatrix,
+    pub rope_factors: Option<Vec<f32>>,
+}
+
+fn native(ty: GgmlType) -> Option<WeightFormat> {
+    match ty {
+        GgmlType::Q4_0 => Some(WeightFormat::Q4_0),
+        GgmlType::Q4_1 => Some(WeightFormat::Q4_1),
+        GgmlType::Q8_0 => Some(WeightFormat::Q8_0),
+        _ => None,
+    }
+}
+
+struct Loader<'a> {
+    file: &'a GgufFile,
+}
+
+impl Loader<'_> {
+    fn info(&self, name: &str) -> Result<&TensorInfo, RuntimeError> {
+        self.file
+            .tensor(name)
+            .ok_or_else(|| RuntimeError::MissingTensor(name.to_string()))
+    }
+
+    /// Checks that `name` is a matrix of `k` inputs and `n` outputs.
+    fn matrix(&self, name: &str, k: usize, n: usize) -> Result<&TensorInfo, RuntimeError> {
+        let t = self.info(name)?;
+        if t.dims != [k as u64, n as u64] {
+            return Err(RuntimeError::Shape(format!(
+                "tensor `{name}` has shape {:?}, expected [{k}, {n}]",
+                t.dims
+            )));
+        }
+        Ok(t)
+    }
+
+    fn vector(&self, name: &str, n: usize) -> Result<Vec<f32>, RuntimeError> {
+        let t = self.info(name)?;
+        if t.elements() != n as u64 {
+            return Err(RuntimeError::Shape(format!(
+                "tensor `{name}` has shape {:?}, expected [{n}]",
+                t.dims
+            )));
+        }
+        self.to_f32(t)
+    }
+
+    fn to_f32(&self, t: &TensorInfo) -> Result<Vec<f32>, RuntimeError> {
+        let mut out = vec![0f32; t.elements() as usize];
+        dequantize(t.ty, self.file.tensor_data(t), &mut out).map_err(|e| {
+            RuntimeError::Unsupported(format!("tensor `{}`: {e}", t.name))
+        })?;
+        Ok(out)
+    }
+
+    /// Packs matrices sharing `k` inputs as one, outputs stacked in order. Native formats
+    /// are repacked as they are; anything else is converted to Q8_0.
+    fn stacked(&self, parts: &[&TensorInfo], k: usize) -> Result<PackedMatrix, RuntimeError> {
+        let n: usize = parts.iter().map(|t| t.dims[1] as usize).sum();
+        let ty = parts[0].ty;
+        let packed = match native(ty) {
+            Some(format) if parts.iter().all(|t| t.ty == ty) => {
+                let mut bytes = Vec::with_capacity(parts.iter().map(|t| t.size).sum());
+                for t in parts {
+                    bytes.extend_from_slice(self.file.tensor_data(t));
+                }
+                PackedMatrix::from_ggml(format, &bytes, n, k)?
+            }
+            _ => {
+                let mut w = Vec::with_capacity(n * k);
+                for t in parts {
+                    w.extend(self.to_f32(t)?);
+                }
+                PackedMatrix::from_f32(&w, n, k)?
+            }
+        };
+        Ok(packed)
+    }
+}
+
+pub(crate) fn load(file: &GgufFile, cfg: &ModelConfig) -> Result<Weights, RuntimeError> {
+    let l = Loader { file };
+    let (h, q, kv, f) = (cfg.hidden, cfg.q_dim(), cfg.kv_dim(), cfg.ffn);
+    let emb_info = l.matrix("token_embd.weight", h, cfg.vocab)?;
+    let (bs, bb) = emb_info.ty.block_geometry();
+    if h % bs != 0 {
+        return Err(RuntimeError::Shape(format!(
+            "embedding width {h} is not a multiple of {bs}"
+        )));
+    }
+    let embedding = Embedding {
+        ty: emb_info.ty,
+        data: file.tensor_data(emb_info).to_vec(),
+        row_bytes: h / bs * bb,
+        hidden: h,
+    };
+    let mut layers = Vec::with_capacity(cfg.n_layers);
+    for i in 0..cfg.n_layers {
+        let name = |s: &str| format!("blk.{i}.{s}");
+        let wq = l.matrix(&name("attn_q.weight"), h, q)?;
+        let wk = l.matrix(&name("attn_k.weight"), h, kv)?;
+        let wv = l.matrix(&name("attn_v.weight"), h, kv)?;
+        let qkv_bias = if cfg.arch == Arch::Qwen2 {
+            let mut b = l.vector(&name("attn_q.bias"), q)?;
+            b.extend(l.vector(&name("attn_k.bias"), kv)?);
+            b.extend(l.vector(&name("attn_v.bias"), kv)?);
+            Some(b)
+        } else {
+            None
+        };
+        let gate = l.matrix(&name("ffn_gate.weight"), h, f)?;
+        let up = l.matrix(&name("ffn_up.weight"), h, f)?;
+        layers.push(Layer {
+            attn_norm: l.vector(&name("attn_norm.weight"), h)?,
+            qkv: l.stacked(&[wq, wk, wv], h)?,
+            qkv_bias,
+            o: l.stacked(&[l.matrix(&name("attn_output.weight"), q, h)?], q)?,
+            ffn_norm: l.vector(&name("ffn_norm.weight"), h)?,
+            gate_up: l.stacked(&[gate, up], h)?,
+            down: l.stacked(&[l.matrix(&name("ffn_down.weight"), f, h)?], f)?,
+        });
+    }
+    let head_info = match file.tensor("output.weight") {
+        Some(_) => l.matrix("output.weight", h, cfg.vocab)?,
+        None => emb_info,
+    };
+    let rope_factors = match file.tensor("rope_freqs.weight") {
+        Some(t) => Some(l.to_f32(t)?),
+        None => None,
+    };
+    Ok(Weights {
+        embedding,
+        layers,
+        out_norm: l.vector("output_norm.weight", h)?,
+        head: l.stacked(&[head_info], h)?,
+        rope_factors,
+    })
+}

@@ -1,0 +1,281 @@
+//! Batch invariance of the whole forward on the real model: a node's logits are the same
+//! bits whether it is evaluated alone, in a chain, inside a random tree, or next to another
+//! sequence.
+
+use std::sync::OnceLock;
+
+use rand::{Rng, SeedableRng};
+use specdec_runtime::{Executor, Model, Node, SeqInput, Sequence, Want};
+
+fn model() -> &'static Model {
+    static M: OnceLock<Model> = OnceLock::new();
+    M.get_or_init(|| {
+        let path = specdec_model_store::resolve(None, true).expect("default model");
+        Model::load_with(path, Executor::new(2)).expect("model loads")
+    })
+}
+
+fn bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+fn prompt(rng: &mut impl Rng, n: usize) -> Vec<u32> {
+    (0..n).map(|_| rng.gen_range(100..40000)).collect()
+}
+
+fn prefill(m: &Model, tokens: &[u32]) -> Sequence {
+    let mut seq = m.new_sequence();
+    let nodes = Node::chain(tokens);
+    m.forward(&mut [SeqInput {
+        seq: &mut seq,
+        nodes: &nodes,
+        want: Want::None,
+    }])
+    .unwrap();
+    seq.commit_all().unwrap();
+    seq
+}
+
+/// Logits after each token of `tokens`, decoding one token per forward.
+fn sequential(m: &Model, seq: &mut Sequence, tokens: &[u32]) -> Vec<Vec<u32>> {
+    tokens
+        .iter()
+        .map(|&t| {
+            let nodes = [Node {
+                token: t,
+                parent: None,
+            }];
+            let out = m
+                .forward(&mut [SeqInput {
+                    seq: &mut *seq,
+                    nodes: &nodes,
+                    want: Want::Last,
+                }])
+                .unwrap();
+            seq.commit_all().unwrap();
+            bits(out[0].row(0))
+        })
+        .collect()
+}
+
+fn random_tree(rng: &mut impl Rng, n: usize) -> Vec<Node> {
+    let mut nodes = vec![Node {
+        token: rng.gen_range(100..40000),
+        parent: None,
+    }];
+    for i in 1..n {
+        nodes.push(Node {
+            token: rng.gen_range(100..40000),
+            parent: Some(rng.gen_range(0..i) as u32),
+        });
+    }
+    nodes
+}
+
+fn branch(nodes: &[Node], mut i: usize) -> Vec<usize> {
+    let mut path = vec![i];
+    while let Some(p) = nodes[i].parent {
+        i = p as usize;
+        path.push(i);
+    }
+    path.reverse();
+    path
+}
+
+#[test]
+fn tree_nodes_match_decoding_their_branch_one_token_at_a_time() {
+    let m = model();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+    let p = prompt(&mut rng, 50);
+    let base = prefill(m, &p);
+    for n in [30, 64] {
+        let tree = random_tree(&mut rng, n);
+        let mut seq = base.clone();
+        let out = m
+            .forward(&mut [SeqInput {
+                seq: &mut seq,
+                nodes: &tree,
+                want: Want::All,
+            }])
+            .unwrap();
+        // Check every leaf's branch (covers every node).
+        let is_leaf = |i: usize| !tree.iter().any(|x| x.parent == Some(i as u32));
+        for leaf in (0..n).filter(|&i| is_leaf(i)) {
+            let path = branch(&tree, leaf);
+            let toks: Vec<u32> = path.iter().map(|&j| tree[j].token).collect();
+            let mut s = base.clone();
+            let seq_logits = sequential(m, &mut s, &toks);
+            for (d, &j) in path.iter().enumerate() {
+                assert_eq!(
+                    bits(out[0].get(j).unwrap()),
+                    seq_logits[d],
+                    "tree of {n}: node {j} at depth {d} differs"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn after_committing_a_path_the_next_forward_matches_sequential() {
+    let m = model();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(2);
+    let p = prompt(&mut rng, 40);
+    let base = prefill(m, &p);
+    let tree = random_tree(&mut rng, 40);
+    let leaf = tree.len() - 1;
+    let path = branch(&tree, leaf);
+    let mut seq = base.clone();
+    m.forward(&mut [SeqInput {
+        seq: &mut seq,
+        nodes: &tree,
+        want: Want::None,
+    }])
+    .unwrap();
+    seq.commit(&path).unwrap();
+    let mut reference = base.clone();
+    let toks: Vec<u32> = path.iter().map(|&j| tree[j].token).collect();
+    sequential(m, &mut reference, &toks);
+    assert_eq!(seq.tokens(), reference.tokens());
+    let next = prompt(&mut rng, 3);
+    let a = sequential(m, &mut seq, &next);
+    let b = sequential(m, &mut reference, &next);
+    assert_eq!(a, b);
+}
+
+#[test]
+fn draft_reject_continue_equals_never_drafting() {
+    let m = model();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+    let p = prompt(&mut rng, 30);
+    let cont = prompt(&mut rng, 5);
+    let mut plain = prefill(m, &p);
+    let want = sequential(m, &mut plain, &cont);
+    let mut spec = prefill(m, &p);
+    // A draft that is entirely rejected: forward it, commit only its root.
+    let mut draft = vec![Node {
+        token: cont[0],
+        parent: None,
+    }];
+    draft.extend(random_tree(&mut rng, 12).into_iter().map(|n| Node {
+        token: n.token,
+        parent: Some(n.parent.map_or(0, |p| p + 1)),
+    }));
+    m.forward(&mut [SeqInput {
+        seq: &mut spec,
+        nodes: &draft,
+        want: Want::All,
+    }])
+    .unwrap();
+    spec.commit(&[0]).unwrap();
+    let got = sequential(m, &mut spec, &cont[1..]);
+    assert_eq!(got, want[1..]);
+}
+
+#[test]
+fn two_sequences_in_one_batch_equal_each_alone() {
+    let m = model();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(4);
+    let (pa, pb) = (prompt(&mut rng, 20), prompt(&mut rng, 33));
+    let (ta, tb) = (random_tree(&mut rng, 9), random_tree(&mut rng, 17));
+    let (mut a, mut b) = (prefill(m, &pa), prefill(m, &pb));
+    let (mut a1, mut b1) = (a.clone(), b.clone());
+    let both = m
+        .forward(&mut [
+            SeqInput {
+                seq: &mut a,
+                nodes: &ta,
+                want: Want::All,
+            },
+            SeqInput {
+                seq: &mut b,
+                nodes: &tb,
+                want: Want::All,
+            },
+        ])
+        .unwrap();
+    let alone_a = m
+        .forward(&mut [SeqInput {
+            seq: &mut a1,
+            nodes: &ta,
+            want: Want::All,
+        }])
+        .unwrap();
+    let alone_b = m
+        .forward(&mut [SeqInput {
+            seq: &mut b1,
+            nodes: &tb,
+            want: Want::All,
+        }])
+        .unwrap();
+    for i in 0..ta.len() {
+        assert_eq!(bits(both[0].get(i).unwrap()), bits(alone_a[0].get(i).unwrap()));
+    }
+    for i in 0..tb.len() {
+        assert_eq!(bits(both[1].get(i).unwrap()), bits(alone_b[0].get(i).unwrap()));
+    }
+}
+
+#[test]
+fn one_and_two_threads_and_every_isa_give_the_same_logits() {
+    let path = specdec_model_store::resolve(None, true).unwrap();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+    let p = prompt(&mut rng, 12);
+    let run = |exec: Executor| {
+        let m = Model::load_with(&path, exec).unwrap();
+        let mut seq = m.new_sequence();
+        let nodes = Node::chain(&p);
+        let out = m
+            .forward(&mut [SeqInput {
+                seq: &mut seq,
+                nodes: &nodes,
+                want: Want::All,
+            }])
+            .unwrap();
+        (0..p.len()).map(|i| bits(out[0].row(i))).collect::<Vec<_>>()
+    };
+    let reference = run(Executor::new(2));
+    assert_eq!(run(Executor::new(1)), reference, "1 thread differs");
+    for isa in specdec_runtime::Isa::available() {
+        let got = run(Executor::with_isa(2, isa).unwrap());
+        assert_eq!(got, reference, "{} differs", isa.name());
+    }
+}
+
+#[test]
+fn context_overflow_and_bad_trees_are_errors() {
+    let m = model();
+    let mut seq = m.new_sequence();
+    let too_long = vec![5u32; m.config().context_length + 1];
+    let nodes = Node::chain(&too_long);
+    let err = m
+        .forward(&mut [SeqInput {
+            seq: &mut seq,
+            nodes: &nodes,
+            want: Want::None,
+        }])
+        .unwrap_err();
+    assert!(err.to_string().contains("context"), "{err}");
+    let bad = [Node {
+        token: 1,
+        parent: Some(0),
+    }];
+    assert!(m
+        .forward(&mut [SeqInput {
+            seq: &mut seq,
+            nodes: &bad,
+            want: Want::All,
+        }])
+        .is_err());
+    let oov = [Node {
+        token: u32::MAX,
+        parent: None,
+    }];
+    assert!(m
+        .forward(&mut [SeqInput {
+            seq: &mut seq,
+            nodes: &oov,
+            want: Want::All,
+        }])
+        .is_err());
+}
