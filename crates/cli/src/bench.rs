@@ -73,7 +73,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 fn verify_cost(args: &ModelArgs, repeats: usize, json: bool) -> anyhow::Result<()> {
     let loaded = common::load(args)?;
-    let text = include_str!("../data/passage.txt");
+    let text = include_str!("../../../data/passage.txt");
     let mut tokens = loaded.tokenizer.encode(text, false)?;
     anyhow::ensure!(tokens.len() >= PREFIX + 64, "passage too short");
     tokens.truncate(PREFIX + 64);

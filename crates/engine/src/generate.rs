@@ -114,7 +114,7 @@ impl<'m> Engine<'m> {
         let mut context = req.prompt.clone();
         let mut out = Vec::new();
         let mut text = String::new();
-        let mut decoder = StreamDecoder::default();
+        let mut decoder = StreamDecoder::new(true);
         let mut stops = StopMatcher::new(req.stop.clone());
         let stop_ids = self.tokenizer.stop_ids();
         let mut stopped_by_string = false;

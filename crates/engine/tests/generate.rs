@@ -1,0 +1,147 @@
+//! The generation loop on the real model.
+
+use std::sync::OnceLock;
+
+use specdec_engine::{Engine, EngineError, FinishReason, GenerateRequest, SamplingParams};
+use specdec_gguf::GgufFile;
+use specdec_runtime::{Executor, Model};
+use specdec_tokenizer::{ChatMessage, ChatTemplate, Tokenizer};
+
+struct Fixture {
+    model: Model,
+    tokenizer: Tokenizer,
+    template: ChatTemplate,
+}
+
+fn fixture() -> &'static Fixture {
+    static F: OnceLock<Fixture> = OnceLock::new();
+    F.get_or_init(|| {
+        let path = specdec_model_store::resolve(None, true).expect("default model");
+        let file = GgufFile::open(path).unwrap();
+        Fixture {
+            tokenizer: Tokenizer::from_gguf(&file).unwrap(),
+            template: ChatTemplate::from_gguf_or_chatml(&file).unwrap(),
+            model: Model::from_gguf(&file, Executor::new(2)).unwrap(),
+        }
+    })
+}
+
+fn chat(f: &Fixture, user: &str) -> Vec<u32> {
+    let text = f
+        .template
+        .render(&[ChatMessage::new("user", user)], true)
+        .unwrap();
+    f.tokenizer.encode_prompt(&text).unwrap()
+}
+
+fn request(prompt: Vec<u32>, max_tokens: usize) -> GenerateRequest {
+    GenerateRequest {
+        prompt,
+        max_tokens,
+        sampling: SamplingParams::default(),
+        stop: Vec::new(),
+    }
+}
+
+#[test]
+fn greedy_answers_a_factual_question_and_stops_at_end_of_turn() {
+    let f = fixture();
+    let engine = Engine::new(&f.model, &f.tokenizer);
+    let req = request(chat(f, "What is the capital of France? Answer in one sentence."), 64);
+    let mut streamed = String::new();
+    let out = engine
+        .generate(&req, &mut |t| {
+            streamed.push_str(t);
+            true
+        })
+        .unwrap();
+    assert!(out.text.contains("Paris"), "{}", out.text);
+    assert_eq!(out.finish_reason, FinishReason::Stop);
+    assert_eq!(streamed, out.text);
+    assert_eq!(out.completion_tokens, out.token_ids.len());
+    assert_eq!(
+        f.tokenizer.decode(&out.token_ids, true),
+        out.text,
+        "text is the decoded tokens"
+    );
+}
+
+#[test]
+fn greedy_is_deterministic_and_max_tokens_is_honoured() {
+    let f = fixture();
+    let engine = Engine::new(&f.model, &f.tokenizer);
+    let req = request(chat(f, "Write a poem about the sea."), 24);
+    let a = engine.generate(&req, &mut |_| true).unwrap();
+    let b = engine.generate(&req, &mut |_| true).unwrap();
+    assert_eq!(a.token_ids, b.token_ids);
+    assert_eq!(a.completion_tokens, 24);
+    assert_eq!(a.finish_reason, FinishReason::Length);
+}
+
+#[test]
+fn seeded_sampling_reproduces_and_seeds_differ() {
+    let f = fixture();
+    let engine = Engine::new(&f.model, &f.tokenizer);
+    let mut req = request(chat(f, "Tell me a story about a dragon."), 32);
+    req.sampling = SamplingParams {
+        temperature: 1.0,
+        top_p: 0.95,
+        top_k: 50,
+        seed: 11,
+        ..SamplingParams::default()
+    };
+    let a = engine.generate(&req, &mut |_| true).unwrap();
+    let b = engine.generate(&req, &mut |_| true).unwrap();
+    assert_eq!(a.token_ids, b.token_ids);
+    req.sampling.seed = 12;
+    let c = engine.generate(&req, &mut |_| true).unwrap();
+    assert_ne!(a.token_ids, c.token_ids);
+}
+
+#[test]
+fn a_stop_string_ends_generation_and_is_not_emitted() {
+    let f = fixture();
+    let engine = Engine::new(&f.model, &f.tokenizer);
+    let mut req = request(chat(f, "Count from 1 to 20, separated by commas."), 80);
+    let full = engine.generate(&req, &mut |_| true).unwrap();
+    assert!(full.text.contains('5'), "{}", full.text);
+    req.stop = vec!["5".into()];
+    let mut streamed = String::new();
+    let out = engine
+        .generate(&req, &mut |t| {
+            streamed.push_str(t);
+            true
+        })
+        .unwrap();
+    assert_eq!(out.finish_reason, FinishReason::Stop);
+    assert_eq!(out.text, full.text[..full.text.find('5').unwrap()]);
+    assert_eq!(streamed, out.text);
+}
+
+#[test]
+fn a_sink_that_refuses_cancels() {
+    let f = fixture();
+    let engine = Engine::new(&f.model, &f.tokenizer);
+    let req = request(chat(f, "Write a long essay about rivers."), 100);
+    let out = engine.generate(&req, &mut |_| false).unwrap();
+    assert_eq!(out.finish_reason, FinishReason::Cancelled);
+    assert!(out.completion_tokens < 100);
+}
+
+#[test]
+fn bad_requests_are_clear_errors() {
+    let f = fixture();
+    let engine = Engine::new(&f.model, &f.tokenizer);
+    let err = engine.generate(&request(vec![], 8), &mut |_| true).unwrap_err();
+    assert!(err.to_string().contains("empty"), "{err}");
+    let ctx = f.model.config().context_length;
+    let err = engine
+        .generate(&request(vec![1; ctx], 8), &mut |_| true)
+        .unwrap_err();
+    assert!(matches!(err, EngineError::ContextOverflow { .. }), "{err}");
+    assert!(err.to_string().contains("context"), "{err}");
+    let mut req = request(vec![1, 2, 3], 8);
+    req.sampling.temperature = f32::NAN;
+    let err = engine.generate(&req, &mut |_| true).unwrap_err();
+    assert!(err.to_string().contains("temperature"), "{err}");
+}
