@@ -1,0 +1,154 @@
+//! The `specdec` binary end to end: output formats and clear errors on bad input.
+
+use std::process::{Command, Output};
+
+fn specdec(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_specdec"))
+        .args(args)
+        .output()
+        .expect("binary runs")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn temp_file(name: &str, bytes: &[u8]) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("specdec-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(name);
+    std::fs::write(&p, bytes).unwrap();
+    p
+}
+
+/// A failing command exits 1 with one clear error line and never a panic.
+fn assert_clean_error(o: &Output, needle: &str) {
+    let err = stderr(o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("error:"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(
+        err.to_lowercase().contains(&needle.to_lowercase()),
+        "expected `{needle}` in: {err}"
+    );
+}
+
+#[test]
+fn generate_json_reports_text_and_statistics() {
+    let o = specdec(&[
+        "generate",
+        "--chat",
+        "--prompt",
+        "What is the capital of France? Answer in one sentence.",
+        "--max-tokens",
+        "24",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    for key in [
+        "text",
+        "token_ids",
+        "prompt_tokens",
+        "completion_tokens",
+        "forward_passes",
+        "elapsed_ms",
+        "tokens_per_second",
+    ] {
+        assert!(v.get(key).is_some(), "missing {key}: {v}");
+    }
+    assert!(v["text"].as_str().unwrap().contains("Paris"), "{v}");
+    assert_eq!(
+        v["token_ids"].as_array().unwrap().len() as u64,
+        v["completion_tokens"].as_u64().unwrap()
+    );
+}
+
+#[test]
+fn generate_streams_text_to_stdout() {
+    let o = specdec(&[
+        "generate",
+        "--prompt",
+        "The alphabet starts with A, B, C,",
+        "--max-tokens",
+        "8",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!o.stdout.is_empty());
+}
+
+#[test]
+fn model_info_describes_the_default_model() {
+    let o = specdec(&["model", "info"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    for needle in ["Llama", "8192", "49152", "Q4_1", "chat template:   yes"] {
+        assert!(out.contains(needle), "missing {needle} in {out}");
+    }
+}
+
+#[test]
+fn bad_model_files_are_clear_errors() {
+    let missing = specdec(&[
+        "generate",
+        "--prompt",
+        "hi",
+        "--model",
+        "/nonexistent/model.gguf",
+    ]);
+    assert_clean_error(&missing, "does not exist");
+
+    let text = temp_file("notes.gguf", b"this is a text file, not a model\n");
+    let o = specdec(&["generate", "--prompt", "hi", "--model", text.to_str().unwrap()]);
+    assert_clean_error(&o, "not a GGUF file");
+
+    let real = specdec_model_store::resolve(None, true).unwrap();
+    let head = std::fs::read(&real).unwrap()[..100_000].to_vec();
+    let truncated = temp_file("truncated.gguf", &head);
+    let o = specdec(&["model", "info", "--model", truncated.to_str().unwrap()]);
+    assert_clean_error(&o, "truncated");
+
+    let random: Vec<u8> = (0..4096u32)
+        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+        .collect();
+    let noise = temp_file("noise.gguf", &random);
+    let o = specdec(&["generate", "--prompt", "hi", "--model", noise.to_str().unwrap()]);
+    assert_clean_error(&o, "GGUF");
+}
+
+#[test]
+fn bad_prompts_are_clear_errors() {
+    let o = specdec(&["generate", "--prompt", "", "--max-tokens", "4"]);
+    assert_clean_error(&o, "empty");
+    let long = "word ".repeat(9000);
+    let o = specdec(&["generate", "--prompt", &long, "--max-tokens", "4"]);
+    assert_clean_error(&o, "context");
+}
+
+#[test]
+fn bench_verify_cost_prints_the_curve_as_json() {
+    let o = specdec(&["bench", "verify-cost", "--json", "--repeats", "1"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let rows = v["rows"].as_array().unwrap();
+    let ns: Vec<u64> = rows.iter().map(|r| r["n"].as_u64().unwrap()).collect();
+    assert_eq!(ns, [1, 2, 4, 8, 16, 32, 64]);
+    assert_eq!(rows[0]["ratio"].as_f64(), Some(1.0));
+}
+
+#[test]
+fn bench_workload_reports_records_and_summary() {
+    let wl = concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/workloads/sample.jsonl");
+    let o = specdec(&["bench", "--workload", wl, "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["records"].as_array().unwrap().len(), 3);
+    let s = &v["summary"][0];
+    assert_eq!(s["method"], "none");
+    assert_eq!(s["records"], 3);
+    assert!(s["tokens_per_second"].as_f64().unwrap() > 0.0);
+
+    let bad = temp_file("bad.jsonl", b"{\"id\": \"x\", \"promt\": \"typo\"}\n");
+    let o = specdec(&["bench", "--workload", bad.to_str().unwrap()]);
+    assert_clean_error(&o, "bad workload record");
+}
