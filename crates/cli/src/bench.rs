@@ -6,7 +6,7 @@ use std::time::Instant;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use serde::{Deserialize, Serialize};
-use specdec_engine::{Engine, GenerateRequest, SamplingParams};
+use specdec_engine::{Engine, GenerateRequest};
 use specdec_runtime::{Node, SeqInput, Want};
 
 use crate::common::{self, ModelArgs};
@@ -187,14 +187,9 @@ fn workload(args: &ModelArgs, path: &PathBuf, json: bool) -> anyhow::Result<()> 
     let mut rows = Vec::new();
     for r in &records {
         let prompt = loaded.prompt_tokens(&r.prompt, r.chat, None)?;
-        let req = GenerateRequest {
-            prompt,
-            max_tokens: r.max_tokens,
-            sampling: SamplingParams::default(),
-            stop: Vec::new(),
-        };
+        let req = GenerateRequest::new(prompt, r.max_tokens);
         let out = engine
-            .generate(&req, &mut |_| true)
+            .generate(&req, None, &mut |_| true)
             .with_context(|| format!("record {}", r.id))?;
         let ms = out.elapsed.as_secs_f64() * 1e3;
         rows.push(RecordRow {

@@ -94,18 +94,17 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
     let loaded = common::load(&args.model)?;
     let tokens = loaded.prompt_tokens(&prompt, args.chat, args.system.as_deref())?;
     let req = GenerateRequest {
-        prompt: tokens,
-        max_tokens: args.max_tokens,
         sampling: args.sampling.params(),
         stop: args.stop.clone(),
+        ..GenerateRequest::new(tokens, args.max_tokens)
     };
     let engine = Engine::new(&loaded.model, &loaded.tokenizer);
     let stdout = std::io::stdout();
     let out = if args.json {
-        engine.generate(&req, &mut |_| true)?
+        engine.generate(&req, None, &mut |_| true)?
     } else {
         let mut lock = stdout.lock();
-        let out = engine.generate(&req, &mut |t| {
+        let out = engine.generate(&req, None, &mut |t| {
             // A closed pipe (e.g. `| head`) ends generation instead of failing it.
             lock.write_all(t.as_bytes()).and_then(|_| lock.flush()).is_ok()
         })?;

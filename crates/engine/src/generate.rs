@@ -1,16 +1,18 @@
-//! The generation loop.
+//! The generation loop, plain or speculative: one loop, plain being a zero-size draft.
 //!
-//! The last emitted token is *pending*: it is not in the cache yet, and the next forward
-//! evaluates it to get the following distribution. A step therefore always forwards
-//! `[pending]` (plus, with speculation, the draft tree hanging from it).
+//! The last emitted token is *pending*: it is not in the cache yet. Each step forwards
+//! `[pending] + draft tree`, verifies the tree against the target's choices, commits the
+//! pending token and the accepted path, and the bonus token becomes the new pending one.
 
 use std::time::{Duration, Instant};
 
+use specdec_drafters::{DraftTree, Drafter};
 use specdec_runtime::{Model, Node, SeqInput, Sequence, Want};
 use specdec_tokenizer::{StreamDecoder, Tokenizer};
+use specdec_verify::{verify_strict, Rng, SamplingParams, VerifyTree};
 
-use crate::rng::Rng;
-use crate::sampling::{sample, SamplingParams};
+use crate::budget::{BudgetPolicy, CostModel};
+use crate::stats::SpecStats;
 use crate::stop::{StopEvent, StopMatcher};
 use crate::EngineError;
 
@@ -24,6 +26,23 @@ pub struct GenerateRequest {
     pub max_tokens: usize,
     pub sampling: SamplingParams,
     pub stop: Vec<String>,
+    /// Reference documents for reference drafting (retrieved passages, the text to edit).
+    pub references: Vec<Vec<u32>>,
+    /// Most draft nodes per step (0: plain decoding).
+    pub max_draft: usize,
+}
+
+impl GenerateRequest {
+    pub fn new(prompt: Vec<u32>, max_tokens: usize) -> Self {
+        GenerateRequest {
+            prompt,
+            max_tokens,
+            sampling: SamplingParams::default(),
+            stop: Vec::new(),
+            references: Vec::new(),
+            max_draft: 32,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,17 +76,78 @@ pub struct GenerateOutput {
     pub prefill_time: Duration,
     pub elapsed: Duration,
     pub finish_reason: FinishReason,
+    pub spec: SpecStats,
 }
 
 /// Runs requests on one model.
 pub struct Engine<'m> {
     model: &'m Model,
     tokenizer: &'m Tokenizer,
+    cost: std::sync::Mutex<CostModel>,
+}
+
+/// Text-side state of one request: decoding, stop strings and the sink.
+struct Output<'s> {
+    tokens: Vec<u32>,
+    text: String,
+    decoder: StreamDecoder,
+    stops: StopMatcher,
+    stopped_by_string: bool,
+    sink: &'s mut dyn FnMut(&str) -> bool,
+}
+
+impl Output<'_> {
+    /// Emits one token; `Some` when generation must end.
+    fn push(&mut self, tok: &Tokenizer, token: u32, max: usize) -> Option<FinishReason> {
+        if tok.stop_ids().contains(&token) {
+            return Some(FinishReason::Stop);
+        }
+        self.tokens.push(token);
+        let piece = self.decoder.push(tok, token);
+        match self.stops.push(&piece) {
+            StopEvent::Text(t) => {
+                self.text.push_str(&t);
+                if !t.is_empty() && !(self.sink)(&t) {
+                    return Some(FinishReason::Cancelled);
+                }
+            }
+            StopEvent::Stopped(t) => {
+                self.text.push_str(&t);
+                if !t.is_empty() {
+                    (self.sink)(&t);
+                }
+                self.stopped_by_string = true;
+                return Some(FinishReason::Stop);
+            }
+        }
+        (self.tokens.len() >= max).then_some(FinishReason::Length)
+    }
+
+    /// Releases held text once generation ended for a reason other than a stop string.
+    fn finish(&mut self, tok: &Tokenizer, reason: FinishReason) {
+        if self.stopped_by_string {
+            return;
+        }
+        let decoder = std::mem::replace(&mut self.decoder, StreamDecoder::new(true));
+        let tail = decoder.finish(tok);
+        let tail = match self.stops.push(&tail) {
+            StopEvent::Text(t) => t + &self.stops.finish(),
+            StopEvent::Stopped(t) => t,
+        };
+        if !tail.is_empty() && reason != FinishReason::Cancelled {
+            (self.sink)(&tail);
+        }
+        self.text.push_str(&tail);
+    }
 }
 
 impl<'m> Engine<'m> {
     pub fn new(model: &'m Model, tokenizer: &'m Tokenizer) -> Self {
-        Engine { model, tokenizer }
+        Engine {
+            model,
+            tokenizer,
+            cost: std::sync::Mutex::new(CostModel::default()),
+        }
     }
 
     pub fn model(&self) -> &Model {
@@ -87,6 +167,7 @@ impl<'m> Engine<'m> {
             .validate()
             .map_err(EngineError::InvalidRequest)?;
         let limit = self.model.config().context_length;
+        // Draft nodes occupy scratch cache rows past the output.
         let needed = req.prompt.len() + req.max_tokens;
         if needed > limit {
             return Err(EngineError::ContextOverflow {
@@ -98,129 +179,171 @@ impl<'m> Engine<'m> {
         Ok(())
     }
 
-    /// Generates; `sink` receives text as it becomes final and returns `false` to cancel.
+    /// Generates with an optional drafter; `sink` receives text as it becomes final and
+    /// returns `false` to cancel. With or without a drafter the tokens are the same.
     pub fn generate(
         &self,
         req: &GenerateRequest,
+        mut drafter: Option<&mut dyn Drafter>,
         sink: &mut dyn FnMut(&str) -> bool,
     ) -> Result<GenerateOutput, EngineError> {
         self.check(req)?;
         let start = Instant::now();
         let mut seq = self.model.new_sequence();
         let mut forwards = 0;
-        let mut logits = self.prefill(&mut seq, &req.prompt, &mut forwards)?;
+        let (&last, head) = req.prompt.split_last().expect("checked non-empty");
+        self.prefill(&mut seq, head, &mut forwards)?;
         let prefill_time = start.elapsed();
+        if let Some(d) = drafter.as_deref_mut() {
+            d.begin(&req.prompt, &req.references);
+        }
         let mut rng = Rng::new(req.sampling.seed);
+        let mut policy = BudgetPolicy::new(req.max_draft);
+        let mut stats = SpecStats::default();
         let mut context = req.prompt.clone();
-        let mut out = Vec::new();
-        let mut text = String::new();
-        let mut decoder = StreamDecoder::new(true);
-        let mut stops = StopMatcher::new(req.stop.clone());
-        let stop_ids = self.tokenizer.stop_ids();
-        let mut stopped_by_string = false;
-        let finish = loop {
-            if out.len() >= req.max_tokens {
-                break FinishReason::Length;
-            }
-            let u = rng.next_f64();
-            let token = sample(&logits, &context, &req.sampling, u);
-            if stop_ids.contains(&token) {
-                break FinishReason::Stop;
-            }
-            out.push(token);
-            context.push(token);
-            let piece = decoder.push(self.tokenizer, token);
-            match stops.push(&piece) {
-                StopEvent::Text(t) => {
-                    text.push_str(&t);
-                    if !t.is_empty() && !sink(&t) {
-                        break FinishReason::Cancelled;
-                    }
-                }
-                StopEvent::Stopped(t) => {
-                    text.push_str(&t);
-                    if !t.is_empty() {
-                        sink(&t);
-                    }
-                    stopped_by_string = true;
-                    break FinishReason::Stop;
-                }
-            }
-            if out.len() >= req.max_tokens {
-                break FinishReason::Length;
-            }
-            logits = self.step(&mut seq, token)?;
-            forwards += 1;
+        let mut out = Output {
+            tokens: Vec::new(),
+            text: String::new(),
+            decoder: StreamDecoder::new(true),
+            stops: StopMatcher::new(req.stop.clone()),
+            stopped_by_string: false,
+            sink,
         };
-        if !stopped_by_string {
-            // Bytes of an unfinished character and text held back for a possible stop
-            // string are final now.
-            let tail = decoder.finish(self.tokenizer);
-            let tail = match stops.push(&tail) {
-                StopEvent::Text(t) => t + &stops.finish(),
-                StopEvent::Stopped(t) => t,
-            };
-            if !tail.is_empty() && finish != FinishReason::Cancelled {
-                sink(&tail);
+        let mut pending = last;
+        let finish = if req.max_tokens == 0 {
+            FinishReason::Length
+        } else {
+            loop {
+                let remaining = req.max_tokens - out.tokens.len();
+                let room = self.model.config().context_length - seq.len();
+                let budget = {
+                    let cost = self.cost.lock().unwrap_or_else(|e| e.into_inner());
+                    policy.choose(&cost, remaining).min(room.saturating_sub(1))
+                };
+                let tree = match drafter.as_deref_mut() {
+                    Some(d) if budget > 0 => trimmed(d.draft(&context, budget), budget),
+                    _ => DraftTree::default(),
+                };
+                let (tokens, parents) = flatten(pending, &tree);
+                let t0 = Instant::now();
+                let logits = self.forward_tree(&mut seq, &tokens, &parents)?;
+                let ms = t0.elapsed().as_secs_f64() * 1e3;
+                forwards += 1;
+                self.cost
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .observe(tokens.len(), ms);
+                let vt = VerifyTree {
+                    tokens: &tokens,
+                    parents: &parents,
+                };
+                let verdict =
+                    verify_strict(&vt, |i| logits.row(i), &context, &req.sampling, &mut rng);
+                let mut path = vec![0];
+                path.extend(&verdict.accepted);
+                seq.commit(&path)?;
+                let draft_accepted: Vec<usize> =
+                    verdict.accepted.iter().map(|&i| i - 1).collect();
+                stats.record(&tree, &draft_accepted);
+                let max_depth = tree.depths().into_iter().max().unwrap_or(0);
+                if !tree.is_empty() {
+                    policy.observe(max_depth, verdict.accepted.len());
+                }
+                let emitted = verdict.emitted(&vt);
+                let mut done = None;
+                let mut committed = 0;
+                for &t in &emitted {
+                    done = out.push(self.tokenizer, t, req.max_tokens);
+                    if done == Some(FinishReason::Stop) && !out.stopped_by_string {
+                        break; // a stop token is not part of the output
+                    }
+                    context.push(t);
+                    committed += 1;
+                    if done.is_some() {
+                        break;
+                    }
+                }
+                if let Some(d) = drafter.as_deref_mut() {
+                    d.observe(&emitted[..committed]);
+                }
+                if let Some(reason) = done {
+                    break reason;
+                }
+                pending = verdict.bonus;
             }
-            text.push_str(&tail);
+        };
+        out.finish(self.tokenizer, finish);
+        if let Some(d) = drafter {
+            d.end(&out.tokens);
         }
         Ok(GenerateOutput {
-            completion_tokens: out.len(),
-            token_ids: out,
-            text,
+            completion_tokens: out.tokens.len(),
+            token_ids: out.tokens,
+            text: out.text,
             prompt_tokens: req.prompt.len(),
             forward_passes: forwards,
             prefill_time,
             elapsed: start.elapsed(),
             finish_reason: finish,
+            spec: stats,
         })
     }
 
-    /// Evaluates the prompt and returns the logits after its last token.
-    pub fn prefill(
+    /// Commits `prompt` to the cache in chunks (no logits needed).
+    fn prefill(
         &self,
         seq: &mut Sequence,
         prompt: &[u32],
         forwards: &mut usize,
-    ) -> Result<Vec<f32>, EngineError> {
-        let chunks: Vec<&[u32]> = prompt.chunks(PREFILL_CHUNK).collect();
-        let mut last = Vec::new();
-        for (i, chunk) in chunks.iter().enumerate() {
+    ) -> Result<(), EngineError> {
+        for chunk in prompt.chunks(PREFILL_CHUNK) {
             let nodes = Node::chain(chunk);
-            let want = if i + 1 == chunks.len() {
-                Want::Last
-            } else {
-                Want::None
-            };
-            let mut input = [SeqInput {
+            self.model.forward(&mut [SeqInput {
                 seq: &mut *seq,
                 nodes: &nodes,
-                want,
-            }];
-            let mut logits = self.model.forward(&mut input)?;
+                want: Want::None,
+            }])?;
             *forwards += 1;
             seq.commit_all()?;
-            if i + 1 == chunks.len() {
-                last = logits.remove(0).row(0).to_vec();
-            }
         }
-        Ok(last)
+        Ok(())
     }
 
-    /// Evaluates one token after the committed prefix, commits it, returns its logits.
-    pub fn step(&self, seq: &mut Sequence, token: u32) -> Result<Vec<f32>, EngineError> {
-        let nodes = [Node {
-            token,
-            parent: None,
-        }];
-        let mut input = [SeqInput {
-            seq: &mut *seq,
+    fn forward_tree(
+        &self,
+        seq: &mut Sequence,
+        tokens: &[u32],
+        parents: &[Option<u32>],
+    ) -> Result<specdec_runtime::Logits, EngineError> {
+        let nodes: Vec<Node> = tokens
+            .iter()
+            .zip(parents)
+            .map(|(&token, &parent)| Node { token, parent })
+            .collect();
+        let mut logits = self.model.forward(&mut [SeqInput {
+            seq,
             nodes: &nodes,
-            want: Want::Last,
-        }];
-        let logits = self.model.forward(&mut input)?;
-        seq.commit_all()?;
-        Ok(logits[0].row(0).to_vec())
+            want: Want::All,
+        }])?;
+        Ok(logits.remove(0))
     }
+}
+
+/// Node 0 is the pending token; draft node i becomes node i + 1.
+fn flatten(pending: u32, tree: &DraftTree) -> (Vec<u32>, Vec<Option<u32>>) {
+    let mut tokens = Vec::with_capacity(tree.len() + 1);
+    let mut parents = Vec::with_capacity(tree.len() + 1);
+    tokens.push(pending);
+    parents.push(None);
+    for n in &tree.nodes {
+        tokens.push(n.token);
+        parents.push(Some(n.parent.map_or(0, |p| p + 1)));
+    }
+    (tokens, parents)
+}
+
+/// A drafter's tree cut to `budget` nodes; DFS order keeps every kept node's parent.
+fn trimmed(mut tree: DraftTree, budget: usize) -> DraftTree {
+    tree.nodes.truncate(budget);
+    tree
 }

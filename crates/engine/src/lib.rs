@@ -1,12 +1,14 @@
-//! specdec's engine: the generation loop over the runtime, sampling and stop handling.
+//! specdec's engine: the generation loop (plain or speculative), adaptive draft size,
+//! stop handling and statistics.
 
+pub mod budget;
 mod generate;
-pub mod rng;
-pub mod sampling;
+pub mod stats;
 pub mod stop;
 
 pub use generate::{Engine, FinishReason, GenerateOutput, GenerateRequest};
-pub use sampling::SamplingParams;
+pub use specdec_verify::{sampling, Rng, SamplingParams};
+pub use stats::SpecStats;
 
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {

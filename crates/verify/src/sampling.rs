@@ -210,7 +210,7 @@ mod tests {
     fn sampling_frequencies_follow_softmax() {
         let logits = [0.0f32, 1.0, 2.0];
         let p = params(1.0);
-        let mut rng = crate::rng::Rng::new(7);
+        let mut rng = crate::Rng::new(7);
         let mut counts = [0usize; 3];
         let n = 30000;
         for _ in 0..n {

@@ -1,0 +1,53 @@
+//! Speculation statistics of one request.
+
+use std::collections::BTreeMap;
+
+use specdec_drafters::DraftTree;
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SpecStats {
+    /// Decode steps (target forwards after prefill).
+    pub steps: usize,
+    /// Steps that verified a non-empty draft.
+    pub draft_steps: usize,
+    pub drafted_tokens: usize,
+    pub accepted_tokens: usize,
+    /// accepted_by_position[d]: steps whose accepted path reached depth d + 1.
+    pub accepted_by_position: Vec<usize>,
+    pub drafted_by_source: BTreeMap<&'static str, usize>,
+    pub accepted_by_source: BTreeMap<&'static str, usize>,
+}
+
+impl SpecStats {
+    pub fn record(&mut self, tree: &DraftTree, accepted: &[usize]) {
+        self.steps += 1;
+        if tree.is_empty() {
+            return;
+        }
+        self.draft_steps += 1;
+        self.drafted_tokens += tree.len();
+        self.accepted_tokens += accepted.len();
+        for n in &tree.nodes {
+            *self.drafted_by_source.entry(n.source.name()).or_default() += 1;
+        }
+        for (d, &i) in accepted.iter().enumerate() {
+            if self.accepted_by_position.len() <= d {
+                self.accepted_by_position.resize(d + 1, 0);
+            }
+            self.accepted_by_position[d] += 1;
+            *self
+                .accepted_by_source
+                .entry(tree.nodes[i].source.name())
+                .or_default() += 1;
+        }
+    }
+
+    /// Tokens emitted per decode forward, bonus included.
+    pub fn mean_accepted_length(&self, completion_tokens: usize) -> f64 {
+        if self.steps == 0 {
+            0.0
+        } else {
+            completion_tokens as f64 / self.steps as f64
+        }
+    }
+}

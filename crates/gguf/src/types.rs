@@ -1,0 +1,123 @@
+//! GGML tensor types and their block geometry.
+
+/// A GGML tensor element type, as stored in GGUF tensor infos.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[allow(non_camel_case_types)]
+pub enum GgmlType {
+    F32,
+    F16,
+    Q4_0,
+    Q4_1,
+    Q5_0,
+    Q5_1,
+    Q8_0,
+    Q8_1,
+    Q2_K,
+    Q3_K,
+    Q4_K,
+    Q5_K,
+    Q6_K,
+    Q8_K,
+    IQ2_XXS,
+    IQ2_XS,
+    IQ3_XXS,
+    IQ1_S,
+    IQ4_NL,
+    IQ3_S,
+    IQ2_S,
+    IQ4_XS,
+    I8,
+    I16,
+    I32,
+    I64,
+    F64,
+    IQ1_M,
+    BF16,
+    TQ1_0,
+    TQ2_0,
+}
+
+impl GgmlType {
+    /// Maps the on-disk type id; `None` for ids this reader does not know.
+    pub fn from_id(id: u32) -> Option<Self> {
+        use GgmlType::*;
+        Some(match id {
+            0 => F32,
+            1 => F16,
+            2 => Q4_0,
+            3 => Q4_1,
+            6 => Q5_0,
+            7 => Q5_1,
+            8 => Q8_0,
+            9 => Q8_1,
+            10 => Q2_K,
+            11 => Q3_K,
+            12 => Q4_K,
+            13 => Q5_K,
+            14 => Q6_K,
+            15 => Q8_K,
+            16 => IQ2_XXS,
+            17 => IQ2_XS,
+            18 => IQ3_XXS,
+            19 => IQ1_S,
+            20 => IQ4_NL,
+            21 => IQ3_S,
+            22 => IQ2_S,
+            23 => IQ4_XS,
+            24 => I8,
+            25 => I16,
+            26 => I32,
+            27 => I64,
+            28 => F64,
+            29 => IQ1_M,
+            30 => BF16,
+            34 => TQ1_0,
+            35 => TQ2_0,
+            _ => return None,
+        })
+    }
+
+    /// (elements per block, bytes per block).
+    pub fn block_geometry(self) -> (usize, usize) {
+        use GgmlType::*;
+        match self {
+            F32 | I32 => (1, 4),
+            F16 | BF16 | I16 => (1, 2),
+            I8 => (1, 1),
+            I64 | F64 => (1, 8),
+            Q4_0 => (32, 18),
+            Q4_1 => (32, 20),
+            Q5_0 => (32, 22),
+            Q5_1 => (32, 24),
+            Q8_0 => (32, 34),
+            Q8_1 => (32, 36),
+            Q2_K => (256, 84),
+            Q3_K => (256, 110),
+            Q4_K => (256, 144),
+            Q5_K => (256, 176),
+            Q6_K => (256, 210),
+            Q8_K => (256, 292),
+            IQ2_XXS => (256, 66),
+            IQ2_XS => (256, 74),
+            IQ3_XXS => (256, 98),
+            IQ1_S => (256, 50),
+            IQ4_NL => (32, 18),
+            IQ3_S => (256, 110),
+            IQ2_S => (256, 82),
+            IQ4_XS => (256, 136),
+            IQ1_M => (256, 56),
+            TQ1_0 => (256, 54),
+            TQ2_0 => (256, 66),
+        }
+    }
+
+    /// Bytes needed for `elements` values, or `None` if they are not whole blocks.
+    pub fn bytes_for(self, elements: u64) -> Option<u64> {
+        let (bs, bytes) = self.block_geometry();
+        let bs = bs as u64;
+        if !elements.is_multiple_of(bs) {
+            return None;
+        }
+        (elements / bs).checked_mul(bytes as u64)
+    }
+}

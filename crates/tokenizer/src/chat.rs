@@ -1,0 +1,167 @@
+//! Chat templates: the Jinja template a GGUF ships, rendered with minijinja.
+
+use std::collections::BTreeMap;
+
+use minijinja::syntax::SyntaxConfig;
+use minijinja::{Environment, Error, ErrorKind, Value};
+use specdec_gguf::GgufFile;
+
+use crate::meta::{self, SPECIAL_ID_KEYS};
+use crate::{Result, TokenizerError};
+
+/// One message of a conversation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChatMessage {
+    pub role: String,
+    pub content: String,
+}
+
+impl ChatMessage {
+    pub fn new(role: impl Into<String>, content: impl Into<String>) -> Self {
+        ChatMessage {
+            role: role.into(),
+            content: content.into(),
+        }
+    }
+}
+
+/// ChatML, the format llama.cpp falls back to when a model has no template: it is what most
+/// instruction-tuned GGUFs without a template were trained on, and for a base model any
+/// consistent format serves.
+pub const CHATML_TEMPLATE: &str = "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
+
+/// A compiled chat template, with the variables HF templates expect: `messages`,
+/// `add_generation_prompt`, `bos_token`, `eos_token`, and the functions `raise_exception(msg)`
+/// and `strftime_now(format)` (UTC). Python string methods work through minijinja-contrib's
+/// pycompat layer, and blocks are trimmed (`trim_blocks`, `lstrip_blocks`) as transformers'
+/// Jinja environment does.
+pub struct ChatTemplate {
+    env: Environment<'static>,
+    source: String,
+    bos_token: String,
+    eos_token: String,
+}
+
+impl std::fmt::Debug for ChatTemplate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChatTemplate")
+            .field("source", &self.source)
+            .field("bos_token", &self.bos_token)
+            .field("eos_token", &self.eos_token)
+            .finish()
+    }
+}
+
+fn raise_exception(msg: String) -> std::result::Result<Value, Error> {
+    Err(Error::new(ErrorKind::InvalidOperation, msg))
+}
+
+fn strftime_now(format: String) -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    crate::chat_time::strftime(secs, &format)
+}
+
+/// The text of the token a `*_token_id` key names, or "" when there is none.
+fn token_text(file: &GgufFile, id_key: &str) -> String {
+    let id = file.get(id_key).and_then(|v| v.as_u64());
+    let tokens = file.get(meta::TOKENS).and_then(|v| v.as_array());
+    match (id, tokens) {
+        (Some(id), Some(tokens)) => usize::try_from(id)
+            .ok()
+            .and_then(|i| tokens.get(i))
+            .and_then(|v| v.as_str())
+            .unwrap_or_default()
+            .to_string(),
+        _ => String::new(),
+    }
+}
+
+impl ChatTemplate {
+    /// Compiles `source`; `bos_token`/`eos_token` are the texts the template may insert.
+    pub fn new(
+        source: impl Into<String>,
+        bos_token: impl Into<String>,
+        eos_token: impl Into<String>,
+    ) -> Result<ChatTemplate> {
+        let source = source.into();
+        let syntax_err = |e: Error| TokenizerError::TemplateSyntax(e.to_string());
+        let mut env = Environment::new();
+        env.set_syntax(
+            SyntaxConfig::builder()
+                .trim_blocks(true)
+                .lstrip_blocks(true)
+                .build()
+                .map_err(syntax_err)?,
+        );
+        env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+        env.add_function("raise_exception", raise_exception);
+        env.add_function("strftime_now", strftime_now);
+        env.add_template_owned("chat_template", source.clone())
+            .map_err(syntax_err)?;
+        Ok(ChatTemplate {
+            env,
+            source,
+            bos_token: bos_token.into(),
+            eos_token: eos_token.into(),
+        })
+    }
+
+    /// ChatML (see [`CHATML_TEMPLATE`]).
+    pub fn chatml(bos_token: impl Into<String>, eos_token: impl Into<String>) -> Result<Self> {
+        Self::new(CHATML_TEMPLATE, bos_token, eos_token)
+    }
+
+    /// The template in `tokenizer.chat_template`, or `None` when the file has none.
+    pub fn from_gguf(file: &GgufFile) -> Result<Option<ChatTemplate>> {
+        let Some(source) = meta::opt_string(file, meta::CHAT_TEMPLATE)? else {
+            return Ok(None);
+        };
+        let bos = token_text(file, SPECIAL_ID_KEYS[0]);
+        let eos = token_text(file, SPECIAL_ID_KEYS[1]);
+        Self::new(source, bos, eos).map(Some)
+    }
+
+    /// The file's template, or ChatML when it has none (as llama.cpp does).
+    pub fn from_gguf_or_chatml(file: &GgufFile) -> Result<ChatTemplate> {
+        match Self::from_gguf(file)? {
+            Some(t) => Ok(t),
+            None => Self::chatml(
+                token_text(file, SPECIAL_ID_KEYS[0]),
+                token_text(file, SPECIAL_ID_KEYS[1]),
+            ),
+        }
+    }
+
+    /// The Jinja source.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// Renders `messages`; with `add_generation_prompt` the text ends where the assistant's
+    /// reply begins. Errors (including `raise_exception`) carry minijinja's message.
+    pub fn render(&self, messages: &[ChatMessage], add_generation_prompt: bool) -> Result<String> {
+        let messages: Vec<Value> = messages
+            .iter()
+            .map(|m| {
+                Value::from(BTreeMap::from([
+                    ("role", Value::from(m.role.as_str())),
+                    ("content", Value::from(m.content.as_str())),
+                ]))
+            })
+            .collect();
+        let ctx = minijinja::context! {
+            messages => messages,
+            add_generation_prompt => add_generation_prompt,
+            bos_token => self.bos_token.as_str(),
+            eos_token => self.eos_token.as_str(),
+        };
+        let render_err = |e: Error| TokenizerError::TemplateRender(e.to_string());
+        self.env
+            .get_template("chat_template")
+            .map_err(render_err)?
+            .render(ctx)
+            .map_err(render_err)
+    }
+}

@@ -1,0 +1,85 @@
+//! Verification of draft trees, and the token choice it shares with plain decoding.
+//!
+//! A verifier is a pure function: draft tree + the target's logits at every node → which
+//! nodes are accepted and the bonus token. It never touches a KV cache; the engine commits.
+//!
+//! Strict verification walks the tree along the tokens the target itself chooses at each
+//! node — the argmax, or a sample drawn with one uniform number per emitted token — so
+//! given logits that are bit-identical to plain decoding's (the runtime guarantees that),
+//! the emitted tokens are exactly those of plain decoding, greedy or seeded sampling alike.
+
+mod rng;
+pub mod sampling;
+
+pub use rng::Rng;
+pub use sampling::{argmax, distribution, draw, sample, SamplingParams};
+
+/// A tree to verify: node 0 is the pending token (already emitted, not yet evaluated),
+/// every other node a drafted token whose parent precedes it.
+#[derive(Clone, Copy, Debug)]
+pub struct VerifyTree<'a> {
+    pub tokens: &'a [u32],
+    pub parents: &'a [Option<u32>],
+}
+
+/// The outcome of verifying one tree.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    /// Accepted draft nodes, root to leaf (never includes node 0).
+    pub accepted: Vec<usize>,
+    /// The target's own token after the last accepted node.
+    pub bonus: u32,
+}
+
+impl Verdict {
+    /// The tokens this step emits: the accepted drafts, then the bonus.
+    pub fn emitted(&self, tree: &VerifyTree<'_>) -> Vec<u32> {
+        let mut out: Vec<u32> = self.accepted.iter().map(|&i| tree.tokens[i]).collect();
+        out.push(self.bonus);
+        out
+    }
+}
+
+/// Walks `tree` from node 0: at each node `choose(node, path_tokens)` gives the target's
+/// token there; the walk descends into the child carrying that token, or stops and makes it
+/// the bonus. `path_tokens` are the tokens emitted so far in this step.
+pub fn walk(tree: &VerifyTree<'_>, mut choose: impl FnMut(usize, &[u32]) -> u32) -> Verdict {
+    let mut node = 0usize;
+    let mut accepted = Vec::new();
+    let mut emitted = Vec::new();
+    loop {
+        let token = choose(node, &emitted);
+        let child = (node + 1..tree.tokens.len())
+            .find(|&c| tree.parents[c] == Some(node as u32) && tree.tokens[c] == token);
+        match child {
+            Some(c) => {
+                accepted.push(c);
+                emitted.push(token);
+                node = c;
+            }
+            None => return Verdict { accepted, bonus: token },
+        }
+    }
+}
+
+/// Strict verification with the request's sampling parameters: greedy when the temperature
+/// is 0, else exact sampling. `context` is every token before node 0's successors (prompt +
+/// output, node 0 last), for the repetition penalty. Draws one number per emitted token.
+pub fn verify_strict<'l>(
+    tree: &VerifyTree<'_>,
+    logits: impl Fn(usize) -> &'l [f32],
+    context: &[u32],
+    params: &SamplingParams,
+    rng: &mut Rng,
+) -> Verdict {
+    let mut recent = context.to_vec();
+    let base = recent.len();
+    walk(tree, |node, path| {
+        recent.truncate(base);
+        recent.extend_from_slice(path);
+        sample(logits(node), &recent, params, rng.next_f64())
+    })
+}
+
+#[cfg(test)]
+mod tests;

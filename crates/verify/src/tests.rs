@@ -1,0 +1,159 @@
+use super::*;
+use proptest::prelude::{prop_assert_eq, prop_oneof, proptest, Just, ProptestConfig};
+
+/// A deterministic fake target: logits depend only on the token path, like a real model.
+fn fake_logits(path: &[u32], vocab: usize) -> Vec<f32> {
+    let mut h: u64 = 1469598103934665603;
+    for &t in path {
+        h = (h ^ t as u64).wrapping_mul(1099511628211);
+    }
+    (0..vocab)
+        .map(|i| {
+            let x = (h ^ (i as u64).wrapping_mul(0x9E3779B97F4A7C15)).wrapping_mul(0xBF58476D1CE4E5B9);
+            ((x >> 40) as f32 / (1u64 << 24) as f32) * 6.0
+        })
+        .collect()
+}
+
+/// Plain decoding with the fake target: n tokens after `context`.
+fn plain(context: &[u32], n: usize, p: &SamplingParams, vocab: usize) -> Vec<u32> {
+    let mut rng = Rng::new(p.seed);
+    let mut ctx = context.to_vec();
+    for _ in 0..n {
+        let t = sample(&fake_logits(&ctx, vocab), &ctx, p, rng.next_f64());
+        ctx.push(t);
+    }
+    ctx[context.len()..].to_vec()
+}
+
+/// Speculative decoding with random trees; returns n tokens.
+fn speculative(
+    context: &[u32],
+    n: usize,
+    p: &SamplingParams,
+    vocab: usize,
+    trees: &mut impl FnMut(&[u32]) -> Vec<(u32, Option<u32>)>,
+) -> Vec<u32> {
+    let mut rng = Rng::new(p.seed);
+    let mut ctx = context.to_vec();
+    while ctx.len() < context.len() + n {
+        let draft = trees(&ctx);
+        let mut tokens = vec![*ctx.last().unwrap()];
+        let mut parents = vec![None];
+        for (t, par) in draft {
+            tokens.push(t);
+            parents.push(Some(par.map_or(0, |q| q + 1)));
+        }
+        let tree = VerifyTree {
+            tokens: &tokens,
+            parents: &parents,
+        };
+        // Logits of node i: the model's view of context + the node's draft path.
+        let node_logits: Vec<Vec<f32>> = (0..tokens.len())
+            .map(|i| {
+                let mut path = vec![];
+                let mut j = i;
+                while j != 0 {
+                    path.push(tokens[j]);
+                    j = parents[j].unwrap() as usize;
+                }
+                path.reverse();
+                let mut full = ctx.clone();
+                full.extend(path);
+                fake_logits(&full, vocab)
+            })
+            .collect();
+        let v = verify_strict(&tree, |i| &node_logits[i], &ctx, p, &mut rng);
+        ctx.extend(v.emitted(&tree));
+    }
+    ctx[context.len()..context.len() + n].to_vec()
+}
+
+fn random_draft(seed: u64, vocab: u32, n: usize, good: &[u32]) -> Vec<(u32, Option<u32>)> {
+    // A chain following the true continuation (when known) plus random side branches.
+    let mut out: Vec<(u32, Option<u32>)> = Vec::new();
+    let mut r = Rng::new(seed);
+    for (i, &g) in good.iter().take(n / 2).enumerate() {
+        out.push((g, i.checked_sub(1).map(|x| x as u32)));
+    }
+    while out.len() < n {
+        let parent = if out.is_empty() || r.next_u64() % 3 == 0 {
+            None
+        } else {
+            Some((r.next_u64() % out.len() as u64) as u32)
+        };
+        let tok = (r.next_u64() % vocab as u64) as u32;
+        let dup = out.iter().any(|&(t, p)| p == parent && t == tok);
+        if !dup {
+            out.push((tok, parent));
+        }
+    }
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn speculative_equals_plain_greedy_and_sampled(
+        seed in 0u64..1000,
+        temperature in prop_oneof![Just(0.0f32), 0.3f32..1.5],
+        top_p in 0.5f32..=1.0,
+        top_k in 0usize..20,
+        draft_len in 0usize..12,
+    ) {
+        let vocab = 24;
+        let p = SamplingParams { temperature, top_p, top_k, seed, repetition_penalty: 1.1, ..Default::default() };
+        let context = [3u32, 1, 4, 1, 5];
+        let want = plain(&context, 30, &p, vocab);
+        let mut step = 0u64;
+        let got = speculative(&context, 30, &p, vocab, &mut |ctx: &[u32]| {
+            step += 1;
+            // Half the steps know part of the true continuation, so paths get accepted.
+            let done = ctx.len() - context.len();
+            let good: Vec<u32> = if step % 2 == 0 { want[done..].to_vec() } else { vec![] };
+            random_draft(seed * 31 + step, vocab as u32, draft_len, &good)
+        });
+        prop_assert_eq!(got, want);
+    }
+}
+
+#[test]
+fn greedy_walk_accepts_the_matching_branch() {
+    // root -> a(1) -> b(2); root -> c(3)
+    let tokens = [0, 10, 11, 12];
+    let parents = [None, Some(0), Some(1), Some(0)];
+    let tree = VerifyTree { tokens: &tokens, parents: &parents };
+    let v = walk(&tree, |node, _| match node { 0 => 10, 1 => 11, _ => 99 });
+    assert_eq!(v.accepted, vec![1, 2]);
+    assert_eq!(v.bonus, 99);
+    assert_eq!(v.emitted(&tree), vec![10, 11, 99]);
+    let v = walk(&tree, |_, _| 12);
+    assert_eq!(v, Verdict { accepted: vec![3], bonus: 12 });
+}
+
+/// With a draft that is never right, the sampling verifier still samples the target's
+/// distribution: frequencies of the first emitted token follow the softmax.
+#[test]
+fn sampling_verifier_reproduces_the_target_distribution() {
+    let logits = [0.0f32, 1.0, 2.0, 0.5];
+    let p = SamplingParams { temperature: 0.8, top_p: 0.95, seed: 0, ..Default::default() };
+    let dist = distribution(&logits, &[], &p);
+    let tokens = [0u32, 1, 2];
+    let parents = [None, Some(0), Some(0)];
+    let tree = VerifyTree { tokens: &tokens, parents: &parents };
+    let mut rng = Rng::new(99);
+    let n = 40_000;
+    let mut counts = [0f64; 4];
+    for _ in 0..n {
+        let v = verify_strict(&tree, |_| &logits, &[], &p, &mut rng);
+        counts[v.emitted(&tree)[0] as usize] += 1.0;
+    }
+    let mut chi2 = 0.0;
+    for &(t, pr) in &dist {
+        let e = pr as f64 * n as f64;
+        chi2 += (counts[t as usize] - e).powi(2) / e;
+    }
+    // 3 degrees of freedom at most; 16.3 is the 0.1% critical value.
+    assert!(chi2 < 16.3, "chi2 {chi2}, counts {counts:?}, dist {dist:?}");
+}
