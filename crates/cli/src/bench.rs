@@ -5,11 +5,13 @@ use std::time::Instant;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use serde::{Deserialize, Serialize};
-use specdec_engine::{Engine, GenerateRequest};
+use serde::Serialize;
 use specdec_runtime::{Node, SeqInput, Want};
 
 use crate::common::{self, ModelArgs};
+use crate::draft_args::DraftArgs;
+use crate::generate::SamplingArgs;
+use specdec_engine::DraftMethod;
 
 #[derive(Args, Debug)]
 #[command(args_conflicts_with_subcommands = true)]
@@ -19,9 +21,19 @@ pub struct BenchArgs {
     /// A JSONL file of records {id, prompt, references?, max_tokens, chat}.
     #[arg(long)]
     workload: Option<PathBuf>,
+    /// Methods to compare, run side by side on every record (`none` always runs first).
+    #[arg(long, value_delimiter = ',', default_value = "none,reference,trie,suffix,auto", value_parser = DraftMethod::parse)]
+    draft: Vec<DraftMethod>,
+    /// A workload generated first (not measured) to warm the trie.
+    #[arg(long)]
+    warm: Option<PathBuf>,
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    sampling: SamplingArgs,
+    #[command(flatten)]
+    drafting: DraftArgs,
     #[command(flatten)]
     model: ModelArgs,
 }
@@ -51,7 +63,15 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             let path = args
                 .workload
                 .context("give --workload FILE.jsonl or a subcommand (verify-cost)")?;
-            workload(&args.model, &path, args.json)
+            crate::workload::run(&crate::workload::Options {
+                model: args.model,
+                path,
+                methods: args.draft,
+                warm: args.warm,
+                json: args.json,
+                sampling: args.sampling.params(),
+                drafting: args.drafting,
+            })
         }
     }
 }
@@ -131,102 +151,3 @@ fn verify_cost(args: &ModelArgs, repeats: usize, json: bool) -> anyhow::Result<(
     Ok(())
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Record {
-    id: String,
-    prompt: String,
-    #[serde(default)]
-    #[allow(dead_code)] // Used by the reference drafter; plain decoding ignores it.
-    references: Vec<String>,
-    #[serde(default = "default_max_tokens")]
-    max_tokens: usize,
-    #[serde(default)]
-    chat: bool,
-}
-
-fn default_max_tokens() -> usize {
-    128
-}
-
-#[derive(Serialize)]
-struct RecordRow {
-    id: String,
-    method: &'static str,
-    completion_tokens: usize,
-    elapsed_ms: f64,
-    tokens_per_second: f64,
-    forward_passes: usize,
-    token_ids: Vec<u32>,
-}
-
-#[derive(Serialize)]
-struct SummaryRow {
-    method: &'static str,
-    records: usize,
-    completion_tokens: usize,
-    elapsed_ms: f64,
-    tokens_per_second: f64,
-}
-
-fn workload(args: &ModelArgs, path: &PathBuf, json: bool) -> anyhow::Result<()> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("reading workload {}", path.display()))?;
-    let records: Vec<Record> = text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(i, l)| {
-            serde_json::from_str(l)
-                .with_context(|| format!("{}:{}: bad workload record", path.display(), i + 1))
-        })
-        .collect::<anyhow::Result<_>>()?;
-    let loaded = common::load(args)?;
-    let engine = Engine::new(&loaded.model, &loaded.tokenizer);
-    let method = "none";
-    let mut rows = Vec::new();
-    for r in &records {
-        let prompt = loaded.prompt_tokens(&r.prompt, r.chat, None)?;
-        let req = GenerateRequest::new(prompt, r.max_tokens);
-        let out = engine
-            .generate(&req, None, &mut |_| true)
-            .with_context(|| format!("record {}", r.id))?;
-        let ms = out.elapsed.as_secs_f64() * 1e3;
-        rows.push(RecordRow {
-            id: r.id.clone(),
-            method,
-            completion_tokens: out.completion_tokens,
-            elapsed_ms: ms,
-            tokens_per_second: out.completion_tokens as f64 / (ms / 1e3),
-            forward_passes: out.forward_passes,
-            token_ids: out.token_ids,
-        });
-    }
-    let tokens: usize = rows.iter().map(|r| r.completion_tokens).sum();
-    let ms: f64 = rows.iter().map(|r| r.elapsed_ms).sum();
-    let summary = vec![SummaryRow {
-        method,
-        records: rows.len(),
-        completion_tokens: tokens,
-        elapsed_ms: ms,
-        tokens_per_second: tokens as f64 / (ms / 1e3),
-    }];
-    if json {
-        println!(
-            "{}",
-            serde_json::json!({ "records": rows, "summary": summary })
-        );
-    } else {
-        println!(
-            "{:<10} {:>8} {:>10} {:>12} {:>8}",
-            "method", "records", "tokens", "elapsed_ms", "tok/s"
-        );
-        for s in &summary {
-            println!(
-                "{:<10} {:>8} {:>10} {:>12.1} {:>8.1}",
-                s.method, s.records, s.completion_tokens, s.elapsed_ms, s.tokens_per_second
-            );
-        }
-    }
-    Ok(())
-}

@@ -6,9 +6,10 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Args;
 use serde::Serialize;
-use specdec_engine::{Engine, GenerateRequest, SamplingParams};
+use specdec_engine::{DraftMethod, Engine, GenerateRequest, SamplingParams};
 
 use crate::common::{self, ModelArgs};
+use crate::draft_args::{DraftArgs, SpecReport};
 
 #[derive(Args, Debug)]
 pub struct GenerateArgs {
@@ -31,6 +32,11 @@ pub struct GenerateArgs {
     /// Stop when this text appears (repeatable); it is not included in the output.
     #[arg(long)]
     pub stop: Vec<String>,
+    /// Draft method: none, reference, prompt, trie, suffix or auto.
+    #[arg(long, default_value = "auto", value_parser = DraftMethod::parse)]
+    pub draft: DraftMethod,
+    #[command(flatten)]
+    pub drafting: DraftArgs,
     #[command(flatten)]
     pub model: ModelArgs,
     /// Print one JSON object with the text and statistics instead of streaming.
@@ -82,6 +88,9 @@ struct Report {
     elapsed_ms: f64,
     /// Completion tokens per second of decoding (prefill excluded).
     tokens_per_second: f64,
+    draft_method: &'static str,
+    #[serde(flatten)]
+    spec: SpecReport,
 }
 
 pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
@@ -96,21 +105,26 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
     let req = GenerateRequest {
         sampling: args.sampling.params(),
         stop: args.stop.clone(),
+        references: args.drafting.reference_tokens(&loaded.tokenizer)?,
+        max_draft: args.drafting.budget,
         ..GenerateRequest::new(tokens, args.max_tokens)
     };
+    let trie = args.drafting.load_trie()?;
+    let mut drafter = args.draft.drafter(&trie);
     let engine = Engine::new(&loaded.model, &loaded.tokenizer);
     let stdout = std::io::stdout();
     let out = if args.json {
-        engine.generate(&req, None, &mut |_| true)?
+        engine.generate(&req, drafter.as_deref_mut(), &mut |_| true)?
     } else {
         let mut lock = stdout.lock();
-        let out = engine.generate(&req, None, &mut |t| {
+        let out = engine.generate(&req, drafter.as_deref_mut(), &mut |t| {
             // A closed pipe (e.g. `| head`) ends generation instead of failing it.
             lock.write_all(t.as_bytes()).and_then(|_| lock.flush()).is_ok()
         })?;
         let _ = writeln!(lock);
         out
     };
+    args.drafting.save_trie(&trie)?;
     if args.json {
         let decode = (out.elapsed - out.prefill_time).as_secs_f64();
         let report = Report {
@@ -127,6 +141,8 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
             } else {
                 0.0
             },
+            draft_method: args.draft.name(),
+            spec: SpecReport::new(&out.spec, out.completion_tokens),
         };
         println!("{}", serde_json::to_string(&report)?);
     }

@@ -2,8 +2,11 @@
 
 mod bench;
 mod common;
+mod data_cmd;
+mod draft_args;
 mod generate;
 mod model_cmd;
+mod workload;
 
 use clap::{Parser, Subcommand};
 
@@ -25,6 +28,11 @@ enum Command {
     },
     /// Benchmarks: forward cost curve, or a workload of prompts.
     Bench(bench::BenchArgs),
+    /// Build benchmark workloads from real datasets.
+    Data {
+        #[command(subcommand)]
+        command: data_cmd::DataCommand,
+    },
 }
 
 fn main() {
@@ -33,6 +41,7 @@ fn main() {
         Command::Generate(args) => generate::run(args),
         Command::Model { command } => model_cmd::run(command),
         Command::Bench(args) => bench::run(args),
+        Command::Data { command } => data_cmd::run(command),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

@@ -3,10 +3,43 @@
 //! A drafter proposes a tree of likely continuations of the current context; the engine
 //! verifies the whole tree in one forward of the target model. Drafters never see logits
 //! and never touch the KV cache: they only read token ids.
+//!
+//! - [`ReferenceDrafter`]: LLMA copying from references, prompt and output via an n-gram
+//!   index, several occurrences merged into one tree ([`ReferenceDrafter::prompt_only`]:
+//!   prompt lookup).
+//! - [`TrieDrafter`]: Lookahead's token-window trie; output counts in a [`Trie`] shared by
+//!   all requests (persistable), prompt counts private to the request.
+//! - [`SuffixDrafter`]: a suffix automaton over references, prompt and output, extended
+//!   online; draft length grows with the match length.
+//! - [`MixDrafter`]: several drafters merged into one tree ([`MixDrafter::auto`]).
+//!
+//! Scores are rough acceptance probabilities in `[0, 1]`: evidence for the same node from
+//! several occurrences or sources is combined by noisy-or (see [`TreeBuilder`]), so trees
+//! from different drafters can be merged and trimmed on one scale.
 
+mod build;
+mod context;
+mod error;
+mod hash;
+mod mix;
+mod ngram;
+mod reference;
+mod sam;
+mod suffix;
 mod tree;
+mod trie;
+mod trie_drafter;
+mod trie_io;
 
+pub use build::TreeBuilder;
+pub use error::DraftError;
+pub use mix::MixDrafter;
+pub use reference::{ReferenceConfig, ReferenceDrafter};
+pub use sam::{Matcher, Split, StateId, SuffixAutomaton};
+pub use suffix::{SuffixConfig, SuffixDrafter};
 pub use tree::{DraftNode, DraftTree, Source};
+pub use trie::{NodeId, Trie, TrieConfig};
+pub use trie_drafter::{CanStart, TrieDrafter, TrieDrafterConfig};
 
 /// One draft source. A drafter serves one request at a time, between `begin` and `end`.
 pub trait Drafter: Send {

@@ -71,4 +71,34 @@ impl DraftTree {
         }
         d
     }
+
+    /// Checks the shape every drafter must return: parents before children, each subtree
+    /// contiguous (DFS order), siblings with distinct tokens. The error names the first
+    /// offending node.
+    pub fn validate(&self) -> Result<(), String> {
+        // `path`: the current root-to-node chain; a DFS-ordered node's parent is on it.
+        let mut path: Vec<u32> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for (i, n) in self.nodes.iter().enumerate() {
+            match n.parent {
+                None => path.clear(),
+                Some(p) => {
+                    if p as usize >= i {
+                        return Err(format!("node {i}: parent {p} does not precede it"));
+                    }
+                    while path.last().is_some_and(|&x| x != p) {
+                        path.pop();
+                    }
+                    if path.is_empty() {
+                        return Err(format!("node {i}: parent {p}'s subtree is not contiguous"));
+                    }
+                }
+            }
+            if !seen.insert((n.parent, n.token)) {
+                return Err(format!("node {i}: a sibling already has token {}", n.token));
+            }
+            path.push(i as u32);
+        }
+        Ok(())
+    }
 }

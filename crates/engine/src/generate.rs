@@ -184,7 +184,7 @@ impl<'m> Engine<'m> {
     pub fn generate(
         &self,
         req: &GenerateRequest,
-        mut drafter: Option<&mut dyn Drafter>,
+        mut drafter: Option<&mut (dyn Drafter + 'static)>,
         sink: &mut dyn FnMut(&str) -> bool,
     ) -> Result<GenerateOutput, EngineError> {
         self.check(req)?;

@@ -3,10 +3,12 @@
 
 pub mod budget;
 mod generate;
+mod method;
 pub mod stats;
 pub mod stop;
 
 pub use generate::{Engine, FinishReason, GenerateOutput, GenerateRequest};
+pub use method::{new_trie, DraftMethod};
 pub use specdec_verify::{sampling, Rng, SamplingParams};
 pub use stats::SpecStats;
 

@@ -1,0 +1,266 @@
+//! `specdec bench --workload`: every method on every record, interleaved, in one process.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use serde::Serialize;
+use specdec_engine::{DraftMethod, Engine, GenerateOutput, GenerateRequest, SamplingParams};
+use specdec_runtime::{Node, SeqInput, Want};
+use specdec_workloads::{read_jsonl, Record};
+
+use crate::common::{self, Loaded, ModelArgs};
+use crate::draft_args::DraftArgs;
+
+pub struct Options {
+    pub model: ModelArgs,
+    pub path: PathBuf,
+    pub methods: Vec<DraftMethod>,
+    pub warm: Option<PathBuf>,
+    pub json: bool,
+    pub sampling: SamplingParams,
+    pub drafting: DraftArgs,
+}
+
+#[derive(Serialize)]
+struct Divergence {
+    position: usize,
+    top2_gap: f32,
+}
+
+#[derive(Serialize)]
+struct RecordRow {
+    id: String,
+    method: &'static str,
+    prompt_tokens: usize,
+    completion_tokens: usize,
+    elapsed_ms: f64,
+    prefill_ms: f64,
+    /// Completion tokens per second of decoding (prefill, identical for all methods,
+    /// excluded).
+    tokens_per_second: f64,
+    forward_passes: usize,
+    mean_accepted_length: f64,
+    drafted_tokens: usize,
+    accepted_tokens: usize,
+    identical_to_plain: bool,
+    first_divergence: Option<Divergence>,
+    token_ids: Vec<u32>,
+}
+
+#[derive(Serialize)]
+struct SummaryRow {
+    method: &'static str,
+    records: usize,
+    completion_tokens: usize,
+    elapsed_ms: f64,
+    decode_ms: f64,
+    tokens_per_second: f64,
+    speedup_vs_none: f64,
+    mean_accepted_length: f64,
+    identical_records: usize,
+    accepted_by_position: Vec<usize>,
+    accepted_by_source: BTreeMap<&'static str, usize>,
+}
+
+fn request(loaded: &Loaded, r: &Record, opts: &Options) -> anyhow::Result<GenerateRequest> {
+    let prompt = loaded.prompt_tokens(&r.prompt, r.chat, None)?;
+    let references = r
+        .references
+        .iter()
+        .map(|t| loaded.tokenizer.encode(t, false))
+        .collect::<Result<_, _>>()?;
+    Ok(GenerateRequest {
+        sampling: opts.sampling.clone(),
+        references,
+        max_draft: opts.drafting.budget,
+        ..GenerateRequest::new(prompt, r.max_tokens)
+    })
+}
+
+/// Where `got` first differs from `plain`, with the target's top-2 logit gap there.
+fn divergence(
+    loaded: &Loaded,
+    prompt: &[u32],
+    plain: &[u32],
+    got: &[u32],
+) -> anyhow::Result<Option<Divergence>> {
+    let Some(position) = plain
+        .iter()
+        .zip(got)
+        .position(|(a, b)| a != b)
+        .or_else(|| (plain.len() != got.len()).then(|| plain.len().min(got.len())))
+    else {
+        return Ok(None);
+    };
+    let mut tokens = prompt.to_vec();
+    tokens.extend(&plain[..position]);
+    let mut seq = loaded.model.new_sequence();
+    let nodes = Node::chain(&tokens);
+    let logits = loaded.model.forward(&mut [SeqInput {
+        seq: &mut seq,
+        nodes: &nodes,
+        want: Want::Last,
+    }])?;
+    let mut row = logits[0].row(0).to_vec();
+    row.sort_by(|a, b| b.total_cmp(a));
+    Ok(Some(Divergence {
+        position,
+        top2_gap: row[0] - row[1],
+    }))
+}
+
+pub fn run(opts: &Options) -> anyhow::Result<()> {
+    let records = read_jsonl(&opts.path)
+        .with_context(|| format!("reading workload {}", opts.path.display()))?;
+    let mut methods = vec![DraftMethod::None];
+    methods.extend(opts.methods.iter().filter(|m| **m != DraftMethod::None));
+    let loaded = common::load(&opts.model)?;
+    let engine = Engine::new(&loaded.model, &loaded.tokenizer);
+    // Each method learns only from its own outputs, so no method sees an answer another
+    // method produced for the same record.
+    let base_trie = opts.drafting.load_trie()?;
+    if let Some(warm) = &opts.warm {
+        let recs = read_jsonl(warm).with_context(|| format!("reading {}", warm.display()))?;
+        eprintln!("warming the trie with {} records ...", recs.len());
+        for r in &recs {
+            let req = request(&loaded, r, opts)?;
+            let mut d = DraftMethod::Trie.drafter(&base_trie);
+            engine.generate(&req, d.as_deref_mut(), &mut |_| true)?;
+        }
+    }
+    let snapshot = base_trie.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let tries: Vec<_> = methods
+        .iter()
+        .map(|_| std::sync::Arc::new(std::sync::Mutex::new(snapshot.clone())))
+        .collect();
+    let mut rows: Vec<(usize, RecordRow, GenerateOutput)> = Vec::new();
+    for (ri, r) in records.iter().enumerate() {
+        let req = request(&loaded, r, opts)?;
+        let mut plain: Option<Vec<u32>> = None;
+        for (mi, m) in methods.iter().enumerate() {
+            let mut d = m.drafter(&tries[mi]);
+            let out = engine
+                .generate(&req, d.as_deref_mut(), &mut |_| true)
+                .with_context(|| format!("record {} with {}", r.id, m.name()))?;
+            let plain_ids = plain.get_or_insert_with(|| out.token_ids.clone());
+            let first_divergence = divergence(&loaded, &req.prompt, plain_ids, &out.token_ids)?;
+            let decode_s = (out.elapsed - out.prefill_time).as_secs_f64();
+            let row = RecordRow {
+                id: r.id.clone(),
+                method: m.name(),
+                prompt_tokens: out.prompt_tokens,
+                completion_tokens: out.completion_tokens,
+                elapsed_ms: out.elapsed.as_secs_f64() * 1e3,
+                prefill_ms: out.prefill_time.as_secs_f64() * 1e3,
+                tokens_per_second: out.completion_tokens as f64 / decode_s.max(1e-9),
+                forward_passes: out.forward_passes,
+                mean_accepted_length: out.spec.mean_accepted_length(out.completion_tokens),
+                drafted_tokens: out.spec.drafted_tokens,
+                accepted_tokens: out.spec.accepted_tokens,
+                identical_to_plain: first_divergence.is_none(),
+                first_divergence,
+                token_ids: out.token_ids.clone(),
+            };
+            if !opts.json {
+                eprintln!(
+                    "[{}/{}] {:<24} {:<10} {:>4} tok {:>7.1} tok/s  MAL {:.2}{}",
+                    ri + 1,
+                    records.len(),
+                    r.id,
+                    m.name(),
+                    row.completion_tokens,
+                    row.tokens_per_second,
+                    row.mean_accepted_length,
+                    if row.identical_to_plain { "" } else { "  DIFFERS" }
+                );
+            }
+            rows.push((mi, row, out));
+        }
+    }
+    let summary = summarize(&methods, &rows);
+    if opts.json {
+        let records: Vec<&RecordRow> = rows.iter().map(|(_, r, _)| r).collect();
+        println!(
+            "{}",
+            serde_json::json!({ "records": records, "summary": summary })
+        );
+    } else {
+        print_table(&summary);
+    }
+    opts.drafting.save_trie(tries.last().expect("one method"))?;
+    Ok(())
+}
+
+fn summarize(
+    methods: &[DraftMethod],
+    rows: &[(usize, RecordRow, GenerateOutput)],
+) -> Vec<SummaryRow> {
+    let mut out: Vec<SummaryRow> = Vec::new();
+    for (mi, m) in methods.iter().enumerate() {
+        let mine: Vec<_> = rows.iter().filter(|(i, _, _)| *i == mi).collect();
+        let tokens: usize = mine.iter().map(|(_, r, _)| r.completion_tokens).sum();
+        let elapsed: f64 = mine.iter().map(|(_, r, _)| r.elapsed_ms).sum();
+        let decode: f64 = mine.iter().map(|(_, r, _)| r.elapsed_ms - r.prefill_ms).sum();
+        let steps: usize = mine.iter().map(|(_, _, o)| o.spec.steps).sum();
+        let mut by_pos: Vec<usize> = Vec::new();
+        let mut by_source = BTreeMap::new();
+        for (_, _, o) in &mine {
+            for (d, &c) in o.spec.accepted_by_position.iter().enumerate() {
+                if by_pos.len() <= d {
+                    by_pos.resize(d + 1, 0);
+                }
+                by_pos[d] += c;
+            }
+            for (s, &c) in &o.spec.accepted_by_source {
+                *by_source.entry(*s).or_default() += c;
+            }
+        }
+        let tps = tokens as f64 / (decode / 1e3).max(1e-9);
+        out.push(SummaryRow {
+            method: m.name(),
+            records: mine.len(),
+            completion_tokens: tokens,
+            elapsed_ms: elapsed,
+            decode_ms: decode,
+            tokens_per_second: tps,
+            speedup_vs_none: out.first().map_or(1.0, |none| tps / none.tokens_per_second),
+            mean_accepted_length: tokens as f64 / steps.max(1) as f64,
+            identical_records: mine.iter().filter(|(_, r, _)| r.identical_to_plain).count(),
+            accepted_by_position: by_pos,
+            accepted_by_source: by_source,
+        });
+    }
+    out
+}
+
+fn print_table(summary: &[SummaryRow]) {
+    println!(
+        "{:<10} {:>7} {:>8} {:>10} {:>8} {:>8} {:>6} {:>10}",
+        "method", "records", "tokens", "decode_ms", "tok/s", "speedup", "MAL", "identical"
+    );
+    for s in summary {
+        println!(
+            "{:<10} {:>7} {:>8} {:>10.0} {:>8.1} {:>7.2}x {:>6.2} {:>6}/{}",
+            s.method,
+            s.records,
+            s.completion_tokens,
+            s.decode_ms,
+            s.tokens_per_second,
+            s.speedup_vs_none,
+            s.mean_accepted_length,
+            s.identical_records,
+            s.records
+        );
+    }
+    println!("\naccepted by position (steps whose accepted path reached depth d):");
+    for s in summary.iter().skip(1) {
+        let cells: Vec<String> = s
+            .accepted_by_position
+            .iter()
+            .take(16)
+            .map(|c| c.to_string())
+            .collect();
+        println!("{:<10} {}", s.method, cells.join(" "));
+    }
+}

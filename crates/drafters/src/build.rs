@@ -1,0 +1,277 @@
+//! Building a [`DraftTree`] from scored candidates: every drafter (and the mix) proposes
+//! token sequences or nodes, identical prefixes are merged, and the tree is trimmed to the
+//! budget best-first while staying connected, then flattened in DFS order.
+
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+
+use crate::tree::{DraftNode, DraftTree, Source};
+
+const NONE: u32 = u32::MAX;
+
+#[derive(Clone, Copy, Debug)]
+struct Node {
+    token: u32,
+    parent: u32,
+    first_child: u32,
+    next_sibling: u32,
+    source: Source,
+    /// Combined (noisy-or) score of all contributions.
+    score: f32,
+    /// The largest single contribution: its source names the node.
+    best: f32,
+}
+
+/// Heap entry: best score first, then the earliest node (deterministic ties).
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Entry(f32, u32);
+
+impl Eq for Entry {}
+
+impl Ord for Entry {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.0.total_cmp(&other.0).then(other.1.cmp(&self.1))
+    }
+}
+
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// Accumulates candidate nodes as a prefix tree, then emits the best `budget` of them.
+///
+/// Scores are clamped to `[0, 1]` and read as acceptance probabilities: two contributions
+/// `a` and `b` to one node combine as `1 - (1 - a)(1 - b)` (noisy-or), so agreement between
+/// occurrences or drafters raises a node without ever exceeding 1.
+#[derive(Default, Debug)]
+pub struct TreeBuilder {
+    nodes: Vec<Node>,
+    first_root: u32,
+    pins: Vec<u32>,
+    // Scratch reused across builds so drafting does not allocate per call.
+    keep: Vec<bool>,
+    heap: BinaryHeap<Entry>,
+    kids: Vec<u32>,
+    stack: Vec<(u32, u32)>,
+}
+
+impl TreeBuilder {
+    pub fn new() -> Self {
+        TreeBuilder {
+            first_root: NONE,
+            ..Default::default()
+        }
+    }
+
+    /// Forgets all nodes and pins (keeps allocations).
+    pub fn clear(&mut self) {
+        self.nodes.clear();
+        self.pins.clear();
+        self.first_root = NONE;
+    }
+
+    /// Distinct nodes added so far.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// The node's token and combined score.
+    pub fn node(&self, id: usize) -> (u32, f32) {
+        let n = &self.nodes[id];
+        (n.token, n.score)
+    }
+
+    /// The child of `parent` (`None`: a root) with this token, if it exists.
+    pub fn find(&self, parent: Option<usize>, token: u32) -> Option<usize> {
+        let mut c = match parent {
+            None => self.first_root,
+            Some(p) => self.nodes[p].first_child,
+        };
+        while c != NONE {
+            let n = &self.nodes[c as usize];
+            if n.token == token {
+                return Some(c as usize);
+            }
+            c = n.next_sibling;
+        }
+        None
+    }
+
+    /// Adds evidence for `token` under `parent`, creating the node if needed; returns it.
+    pub fn add(&mut self, parent: Option<usize>, token: u32, source: Source, score: f32) -> usize {
+        let s = if score.is_nan() {
+            0.0
+        } else {
+            score.clamp(0.0, 1.0)
+        };
+        if let Some(id) = self.find(parent, token) {
+            let n = &mut self.nodes[id];
+            n.score = 1.0 - (1.0 - n.score) * (1.0 - s);
+            if s > n.best {
+                n.best = s;
+                n.source = source;
+            }
+            return id;
+        }
+        let id = self.nodes.len() as u32;
+        let (parent_raw, next) = match parent {
+            None => (NONE, std::mem::replace(&mut self.first_root, id)),
+            Some(p) => (
+                p as u32,
+                std::mem::replace(&mut self.nodes[p].first_child, id),
+            ),
+        };
+        self.nodes.push(Node {
+            token,
+            parent: parent_raw,
+            first_child: NONE,
+            next_sibling: next,
+            source,
+            score: s,
+            best: s,
+        });
+        id as usize
+    }
+
+    /// Adds a chain continuing the context; `score(depth)` scores its `depth`-th token
+    /// (0-based). Returns the last node, or `None` for an empty chain.
+    pub fn add_path(
+        &mut self,
+        tokens: &[u32],
+        source: Source,
+        mut score: impl FnMut(usize) -> f32,
+    ) -> Option<usize> {
+        let mut parent = None;
+        for (d, &t) in tokens.iter().enumerate() {
+            parent = Some(self.add(parent, t, source, score(d)));
+        }
+        parent
+    }
+
+    /// Merges a whole draft tree, its scores scaled by `weight`; returns each of its nodes'
+    /// id here. A malformed tree (a parent index not before its child) is cut at that node.
+    pub fn add_tree(&mut self, tree: &DraftTree, weight: f32) -> Vec<usize> {
+        let mut map: Vec<usize> = Vec::with_capacity(tree.len());
+        for n in &tree.nodes {
+            let parent = match n.parent {
+                None => None,
+                Some(p) if (p as usize) < map.len() => Some(map[p as usize]),
+                Some(_) => break,
+            };
+            map.push(self.add(parent, n.token, n.source, n.score * weight));
+        }
+        map
+    }
+
+    /// Asks `build` to keep `id` and its ancestors before anything chosen by score (pins
+    /// are honoured in the order given, as long as the budget allows).
+    pub fn pin(&mut self, id: usize) {
+        self.pins.push(id as u32);
+    }
+
+    /// The best `budget` nodes (pinned first, then best-first by score among nodes whose
+    /// parent is kept), in DFS order with the higher-scored sibling first.
+    pub fn build(&mut self, budget: usize) -> DraftTree {
+        let n = self.nodes.len();
+        let mut out = DraftTree {
+            nodes: Vec::with_capacity(n.min(budget)),
+        };
+        if budget == 0 || n == 0 {
+            return out;
+        }
+        self.keep.clear();
+        self.keep.resize(n, false);
+        if n <= budget {
+            self.keep.fill(true);
+        } else {
+            let mut kept = 0;
+            for i in 0..self.pins.len() {
+                let mut chain = 0;
+                let mut c = self.pins[i];
+                while c != NONE && !self.keep[c as usize] {
+                    chain += 1;
+                    c = self.nodes[c as usize].parent;
+                }
+                if kept + chain > budget {
+                    continue;
+                }
+                let mut c = self.pins[i];
+                while c != NONE && !self.keep[c as usize] {
+                    self.keep[c as usize] = true;
+                    c = self.nodes[c as usize].parent;
+                }
+                kept += chain;
+            }
+            // Frontier: nodes not kept whose parent is kept (or roots).
+            self.heap.clear();
+            for (i, nd) in self.nodes.iter().enumerate() {
+                let open = nd.parent == NONE || self.keep[nd.parent as usize];
+                if !self.keep[i] && open {
+                    self.heap.push(Entry(nd.score, i as u32));
+                }
+            }
+            while kept < budget {
+                let Some(Entry(_, i)) = self.heap.pop() else {
+                    break;
+                };
+                self.keep[i as usize] = true;
+                kept += 1;
+                let mut c = self.nodes[i as usize].first_child;
+                while c != NONE {
+                    self.heap.push(Entry(self.nodes[c as usize].score, c));
+                    c = self.nodes[c as usize].next_sibling;
+                }
+            }
+        }
+        self.emit(&mut out);
+        out
+    }
+
+    /// Appends the kept nodes in DFS order.
+    fn emit(&mut self, out: &mut DraftTree) {
+        self.stack.clear();
+        self.push_children(NONE, None);
+        while let Some((i, parent)) = self.stack.pop() {
+            let nd = self.nodes[i as usize];
+            let me = out.nodes.len() as u32;
+            out.nodes.push(DraftNode {
+                token: nd.token,
+                parent: if parent == NONE { None } else { Some(parent) },
+                source: nd.source,
+                score: nd.score,
+            });
+            self.push_children(i, Some(me));
+        }
+    }
+
+    /// Pushes the kept children of `node` so that the best is popped first.
+    fn push_children(&mut self, node: u32, out_parent: Option<u32>) {
+        self.kids.clear();
+        let mut c = if node == NONE {
+            self.first_root
+        } else {
+            self.nodes[node as usize].first_child
+        };
+        while c != NONE {
+            if self.keep[c as usize] {
+                self.kids.push(c);
+            }
+            c = self.nodes[c as usize].next_sibling;
+        }
+        let nodes = &self.nodes;
+        self.kids.sort_by(|&a, &b| {
+            Entry(nodes[a as usize].score, a).cmp(&Entry(nodes[b as usize].score, b))
+        });
+        // Ascending order: the best comes last in `kids`, so push worst first.
+        let p = out_parent.unwrap_or(NONE);
+        for &k in &self.kids {
+            self.stack.push((k, p));
+        }
+    }
+}

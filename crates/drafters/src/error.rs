@@ -1,0 +1,30 @@
+//! Errors of the drafters crate (only persistence can fail; drafting never does).
+
+use std::path::PathBuf;
+
+/// Why a trie could not be saved or loaded. Loading never panics on bad input.
+#[derive(Debug, thiserror::Error)]
+pub enum DraftError {
+    /// The file system refused (missing file, permissions, disk full, ...).
+    #[error("i/o error on {}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The bytes do not start with the trie magic: some other kind of file.
+    #[error("not a specdec trie file (bad magic header)")]
+    BadMagic,
+    /// A trie file written by a different, incompatible format version.
+    #[error("unsupported trie format version {found} (this build reads version {expected})")]
+    UnsupportedVersion { found: u32, expected: u32 },
+    /// The file is shorter or longer than its header says.
+    #[error("trie file has {found} bytes, its header implies {expected}: truncated or padded")]
+    Truncated { expected: u64, found: u64 },
+    /// The content does not match the stored checksum (bit rot, partial write, tampering).
+    #[error("trie checksum mismatch: stored {stored:#018x}, computed {computed:#018x}")]
+    Checksum { stored: u64, computed: u64 },
+    /// The checksum matches but the content breaks an invariant of the trie.
+    #[error("malformed trie: {0}")]
+    Malformed(String),
+}

@@ -1,0 +1,165 @@
+//! Several drafters at once: every part drafts, the trees are merged (identical prefixes
+//! become one node, scores combine by noisy-or), and the result is trimmed to the budget.
+//!
+//! Scores of different drafters are only roughly comparable, so each part is guaranteed a
+//! share of the budget for its first-choice path (the best child at every level): the
+//! merged tree holds each part's first choice whenever the budget allows, and the rest of
+//! the budget goes best-first by combined score.
+
+use std::sync::{Arc, Mutex};
+
+use crate::build::TreeBuilder;
+use crate::reference::ReferenceDrafter;
+use crate::suffix::SuffixDrafter;
+use crate::tree::DraftTree;
+use crate::trie::Trie;
+use crate::trie_drafter::{TrieDrafter, TrieDrafterConfig};
+use crate::Drafter;
+
+struct Part {
+    drafter: Box<dyn Drafter>,
+    weight: f32,
+}
+
+/// A drafter made of drafters (the `auto` method).
+pub struct MixDrafter {
+    name: &'static str,
+    parts: Vec<Part>,
+    builder: TreeBuilder,
+    /// Builder ids of each part's first-choice path.
+    paths: Vec<Vec<usize>>,
+}
+
+/// The first-choice path of a tree: the best root, then the best child at every level.
+fn first_choice(tree: &DraftTree) -> Vec<usize> {
+    let n = tree.len();
+    let mut best: Vec<Option<usize>> = vec![None; n + 1]; // index n: the roots
+    for (i, node) in tree.nodes.iter().enumerate() {
+        let p = match node.parent {
+            None => n,
+            Some(p) if (p as usize) < i => p as usize,
+            Some(_) => continue,
+        };
+        if best[p].is_none_or(|b| node.score > tree.nodes[b].score) {
+            best[p] = Some(i);
+        }
+    }
+    let mut path = Vec::new();
+    let mut at = n;
+    while let Some(c) = best[at] {
+        path.push(c);
+        at = c;
+    }
+    path
+}
+
+impl MixDrafter {
+    /// Parts with their weights (scores are scaled by the weight; budget shares for the
+    /// first-choice paths are proportional to it).
+    pub fn new(parts: Vec<(Box<dyn Drafter>, f32)>) -> Self {
+        MixDrafter {
+            name: "mix",
+            parts: parts
+                .into_iter()
+                .map(|(drafter, weight)| Part {
+                    drafter,
+                    weight: if weight.is_finite() {
+                        weight.max(0.0)
+                    } else {
+                        0.0
+                    },
+                })
+                .collect(),
+            builder: TreeBuilder::new(),
+            paths: Vec::new(),
+        }
+    }
+
+    /// References/prompt/output copying + suffix automaton (+ the shared trie if given),
+    /// equally weighted.
+    pub fn auto(trie: Option<Arc<Mutex<Trie>>>) -> Self {
+        let mut parts: Vec<(Box<dyn Drafter>, f32)> = vec![
+            (Box::new(ReferenceDrafter::default()), 1.0),
+            (Box::new(SuffixDrafter::default()), 1.0),
+        ];
+        if let Some(t) = trie {
+            parts.push((
+                Box::new(TrieDrafter::new(t, TrieDrafterConfig::default())),
+                1.0,
+            ));
+        }
+        let mut m = Self::new(parts);
+        m.name = "auto";
+        m
+    }
+
+    /// Names of the parts, in order.
+    pub fn part_names(&self) -> Vec<&'static str> {
+        self.parts.iter().map(|p| p.drafter.name()).collect()
+    }
+}
+
+impl Drafter for MixDrafter {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn begin(&mut self, prompt: &[u32], references: &[Vec<u32>]) {
+        for p in &mut self.parts {
+            p.drafter.begin(prompt, references);
+        }
+    }
+
+    fn observe(&mut self, committed: &[u32]) {
+        for p in &mut self.parts {
+            p.drafter.observe(committed);
+        }
+    }
+
+    fn draft(&mut self, context: &[u32], budget: usize) -> DraftTree {
+        if budget == 0 || self.parts.is_empty() {
+            return DraftTree::default();
+        }
+        self.builder.clear();
+        self.paths.clear();
+        let total: f32 = self.parts.iter().map(|p| p.weight).sum();
+        let count = self.parts.len();
+        let mut shares = Vec::with_capacity(count);
+        for p in &mut self.parts {
+            // Each part may propose up to the whole budget: merging and trimming by score
+            // decides what survives beyond the guaranteed shares.
+            let tree = p.drafter.draft(context, budget);
+            let map = self.builder.add_tree(&tree, p.weight);
+            let path: Vec<usize> = first_choice(&tree)
+                .into_iter()
+                .take_while(|&i| i < map.len())
+                .map(|i| map[i])
+                .collect();
+            self.paths.push(path);
+            let share = if total > 0.0 {
+                (budget as f32 * p.weight / total).floor() as usize
+            } else {
+                budget / count
+            };
+            shares.push(share.max(1));
+        }
+        // Round 1: each part's first choice up to its share; round 2: the rest of each.
+        for (path, &share) in self.paths.iter().zip(&shares) {
+            for &id in path.iter().take(share) {
+                self.builder.pin(id);
+            }
+        }
+        for (path, &share) in self.paths.iter().zip(&shares) {
+            for &id in path.iter().skip(share) {
+                self.builder.pin(id);
+            }
+        }
+        self.builder.build(budget)
+    }
+
+    fn end(&mut self, output: &[u32]) {
+        for p in &mut self.parts {
+            p.drafter.end(output);
+        }
+    }
+}

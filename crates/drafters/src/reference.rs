@@ -1,0 +1,255 @@
+//! LLMA-style copying from the request's references, its prompt and its own output.
+//!
+//! Each step looks up the longest suffix of the context (n_max down to n_min tokens) in an
+//! n-gram index of the documents and copies what followed. Unlike LLMA, which copies after
+//! the first occurrence only, several occurrences become branches of one tree: identical
+//! continuations merge (agreement raises their score), longer matches and more recent
+//! occurrences score higher, so trimming to the budget keeps the most likely copies.
+
+use crate::build::TreeBuilder;
+use crate::context::{copy_continuation, match_confidence, sync, Sync};
+use crate::ngram::{NgramIndex, Occ};
+use crate::tree::{DraftTree, Source};
+use crate::Drafter;
+
+/// The live context (prompt + output) is indexed as this document id.
+const CTX: u32 = u32::MAX;
+
+/// Matches are extended backwards up to this many tokens to score them: an n_max-gram
+/// that is part of a 30-token shared span is a much better bet than a bare 5-gram.
+const MATCH_CAP: usize = 32;
+
+/// Settings of [`ReferenceDrafter`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReferenceConfig {
+    /// Longest suffix looked up (LLMA: 5).
+    pub n_max: usize,
+    /// Shortest suffix looked up (LLMA: 1).
+    pub n_min: usize,
+    /// Tokens copied after an occurrence (LLMA's best settings: 14-18).
+    pub max_copy: usize,
+    /// Distinct occurrences drafted as branches of one tree.
+    pub max_candidates: usize,
+    /// Occurrences examined per suffix length, most recent first (bounds the step cost
+    /// for frequent n-grams).
+    pub max_scan: usize,
+    /// Index the request's reference documents (false: prompt lookup only).
+    pub use_references: bool,
+    /// Score factor per copied token: later tokens of a copy are less likely accepted.
+    pub depth_decay: f32,
+}
+
+impl Default for ReferenceConfig {
+    fn default() -> Self {
+        ReferenceConfig {
+            n_max: 5,
+            n_min: 1,
+            max_copy: 16,
+            max_candidates: 6,
+            max_scan: 32,
+            use_references: true,
+            depth_decay: 0.92,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Candidate {
+    occ: Occ,
+    /// Matched tokens (backward-extended, capped at MATCH_CAP).
+    len: usize,
+    /// Discovery order: most recent occurrences of the longest n-gram come first.
+    order: usize,
+}
+
+/// Copies spans from references, prompt and output (LLMA, prompt lookup). See the module
+/// docs; sources are `Reference`, `Prompt` or `Output` by where the copied span lies.
+pub struct ReferenceDrafter {
+    cfg: ReferenceConfig,
+    name: &'static str,
+    refs: Vec<Vec<u32>>,
+    /// Prompt followed by the output so far, indexed as document `CTX`.
+    ctx: Vec<u32>,
+    prompt_len: usize,
+    index: NgramIndex,
+    builder: TreeBuilder,
+    keys: Vec<u64>,
+    cands: Vec<Candidate>,
+    buf: Vec<u32>,
+}
+
+impl ReferenceDrafter {
+    pub fn new(cfg: ReferenceConfig) -> Self {
+        let name = if cfg.use_references {
+            "reference"
+        } else {
+            "prompt"
+        };
+        ReferenceDrafter {
+            index: NgramIndex::new(cfg.n_min, cfg.n_max),
+            cfg,
+            name,
+            refs: Vec::new(),
+            ctx: Vec::new(),
+            prompt_len: 0,
+            builder: TreeBuilder::new(),
+            keys: Vec::new(),
+            cands: Vec::new(),
+            buf: Vec::new(),
+        }
+    }
+
+    /// Prompt lookup decoding: the prompt and the output only, no references.
+    pub fn prompt_only() -> Self {
+        Self::new(ReferenceConfig {
+            use_references: false,
+            ..ReferenceConfig::default()
+        })
+    }
+
+    pub fn config(&self) -> &ReferenceConfig {
+        &self.cfg
+    }
+
+    fn push_context(&mut self, t: u32) {
+        self.ctx.push(t);
+        self.index.add_position(CTX, &self.ctx, self.ctx.len() - 1);
+    }
+
+    fn reindex(&mut self) {
+        self.index.clear();
+        for (i, r) in self.refs.iter().enumerate() {
+            self.index.add_doc(i as u32, r);
+        }
+        self.index.add_doc(CTX, &self.ctx);
+    }
+
+    /// Fills `self.cands` with the best occurrences of the context's suffixes: longest
+    /// suffix first, most recent occurrence first, shorter suffixes only while fewer than
+    /// `max_candidates` distinct occurrences were found.
+    fn find_candidates(&mut self) {
+        let (ctx, refs, index, cands) = (&self.ctx, &self.refs, &self.index, &mut self.cands);
+        cands.clear();
+        let n_ctx = ctx.len();
+        index.suffix_keys(ctx, &mut self.keys);
+        let mut order = 0;
+        for n in (index.n_min()..=self.keys.len()).rev() {
+            let suffix = &ctx[n_ctx - n..];
+            for occ in index.occurrences(self.keys[n - 1]).take(self.cfg.max_scan) {
+                let doc: &[u32] = if occ.doc == CTX {
+                    ctx
+                } else {
+                    &refs[occ.doc as usize]
+                };
+                let end = occ.end as usize;
+                // The context's own suffix has no continuation yet; neither has a
+                // reference's last n-gram. (`end < n`: only a hash collision.)
+                if end < n || end >= doc.len() || (occ.doc == CTX && end >= n_ctx) {
+                    continue;
+                }
+                if &doc[end - n..end] != suffix || cands.iter().any(|c| c.occ == occ) {
+                    continue;
+                }
+                let mut len = n;
+                while len < MATCH_CAP
+                    && len < end
+                    && len < n_ctx
+                    && doc[end - 1 - len] == ctx[n_ctx - 1 - len]
+                {
+                    len += 1;
+                }
+                cands.push(Candidate { occ, len, order });
+                order += 1;
+            }
+            if cands.len() >= self.cfg.max_candidates {
+                break;
+            }
+        }
+        cands.sort_by(|a, b| b.len.cmp(&a.len).then(a.order.cmp(&b.order)));
+        cands.truncate(self.cfg.max_candidates);
+    }
+}
+
+impl Default for ReferenceDrafter {
+    fn default() -> Self {
+        Self::new(ReferenceConfig::default())
+    }
+}
+
+impl Drafter for ReferenceDrafter {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn begin(&mut self, prompt: &[u32], references: &[Vec<u32>]) {
+        self.refs.clear();
+        if self.cfg.use_references {
+            self.refs.extend(references.iter().cloned());
+        }
+        self.ctx.clear();
+        self.ctx.extend_from_slice(prompt);
+        self.prompt_len = prompt.len();
+        self.reindex();
+    }
+
+    fn observe(&mut self, committed: &[u32]) {
+        for &t in committed {
+            self.push_context(t);
+        }
+    }
+
+    fn draft(&mut self, context: &[u32], budget: usize) -> DraftTree {
+        match sync(&self.ctx, context) {
+            Sync::Extend(from) => {
+                for &t in &context[from..] {
+                    self.push_context(t);
+                }
+            }
+            Sync::Reset => {
+                self.ctx.clear();
+                self.ctx.extend_from_slice(context);
+                self.prompt_len = self.prompt_len.min(context.len());
+                self.reindex();
+            }
+        }
+        if budget == 0 || self.ctx.is_empty() || self.cfg.max_copy == 0 {
+            return DraftTree::default();
+        }
+        self.find_candidates();
+        self.builder.clear();
+        let decay = self.cfg.depth_decay;
+        for (rank, c) in self.cands.iter().enumerate() {
+            let end = c.occ.end as usize;
+            let (doc, periodic, source) = if c.occ.doc == CTX {
+                let s = if end < self.prompt_len {
+                    Source::Prompt
+                } else {
+                    Source::Output
+                };
+                (&self.ctx[..], true, s)
+            } else {
+                (&self.refs[c.occ.doc as usize][..], false, Source::Reference)
+            };
+            copy_continuation(doc, end, self.cfg.max_copy, periodic, &mut self.buf);
+            // A mild rank penalty: with equal evidence the best occurrence grows a few
+            // tokens deep before a second branch opens (depth pays more than width), yet
+            // two agreeing older occurrences still outweigh one recent one.
+            let w = match_confidence(c.len, 2.0) * 0.75f32.powi(rank as i32);
+            let mut s = w;
+            self.builder.add_path(&self.buf, source, |_| {
+                let v = s;
+                s *= decay;
+                v
+            });
+        }
+        self.builder.build(budget)
+    }
+
+    fn end(&mut self, _output: &[u32]) {
+        // Nothing learned across requests; free the request's memory.
+        self.refs = Vec::new();
+        self.ctx = Vec::new();
+        self.prompt_len = 0;
+        self.index.clear();
+    }
+}

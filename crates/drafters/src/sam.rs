@@ -1,0 +1,259 @@
+//! A generalized suffix automaton over several documents, built online.
+//!
+//! Documents are kept apart by restarting from the root (the generalized construction),
+//! so no recognized string spans two documents. Each state records its first end position
+//! (exact) and a recent end position (the newest position, maintained along at most
+//! `recent_depth` suffix links per token so appends stay O(1); states further up keep an
+//! older, still valid, end position).
+
+/// A state of the automaton; 0 is the root (the empty string).
+pub type StateId = u32;
+
+const NONE: u32 = u32::MAX;
+
+#[derive(Clone, Debug)]
+struct State {
+    len: u32,
+    link: u32,
+    first_end: u32,
+    recent_end: u32,
+    /// Transitions sorted by token (the root has one per distinct token: binary search).
+    next: Vec<(u32, u32)>,
+}
+
+/// Suffix automaton over the concatenated documents; positions are global indices into
+/// [`SuffixAutomaton::text`].
+#[derive(Clone, Debug)]
+pub struct SuffixAutomaton {
+    states: Vec<State>,
+    last: u32,
+    text: Vec<u32>,
+    doc_starts: Vec<u32>,
+    recent_depth: usize,
+}
+
+/// A clone made while appending: strings of `from` up to `len` tokens now live in `clone`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Split {
+    pub from: StateId,
+    pub clone: StateId,
+    pub len: u32,
+}
+
+impl SuffixAutomaton {
+    pub fn new(recent_depth: usize) -> Self {
+        SuffixAutomaton {
+            states: vec![State {
+                len: 0,
+                link: NONE,
+                first_end: NONE,
+                recent_end: NONE,
+                next: Vec::new(),
+            }],
+            last: 0,
+            text: Vec::new(),
+            doc_starts: vec![0],
+            recent_depth,
+        }
+    }
+
+    /// Tokens appended from now on form a new document.
+    pub fn start_document(&mut self) {
+        self.last = 0;
+        if self.doc_starts.last() != Some(&(self.text.len() as u32)) {
+            self.doc_starts.push(self.text.len() as u32);
+        }
+    }
+
+    pub fn text(&self) -> &[u32] {
+        &self.text
+    }
+
+    pub fn num_states(&self) -> usize {
+        self.states.len()
+    }
+
+    /// `[start, end)` of the document holding position `pos`.
+    pub fn document_of(&self, pos: usize) -> (usize, usize) {
+        let i = self.doc_starts.partition_point(|&s| s as usize <= pos) - 1;
+        let end = self
+            .doc_starts
+            .get(i + 1)
+            .map_or(self.text.len(), |&e| e as usize);
+        (self.doc_starts[i] as usize, end)
+    }
+
+    pub fn len(&self, s: StateId) -> usize {
+        self.states[s as usize].len as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.text.is_empty()
+    }
+
+    /// Suffix link (`None` for the root).
+    pub fn link(&self, s: StateId) -> Option<StateId> {
+        let l = self.states[s as usize].link;
+        (l != NONE).then_some(l)
+    }
+
+    /// The first position where the strings of `s` end (`None` for the root).
+    pub fn first_end(&self, s: StateId) -> Option<usize> {
+        let e = self.states[s as usize].first_end;
+        (e != NONE).then_some(e as usize)
+    }
+
+    /// A recent position where the strings of `s` end (the newest one for states near
+    /// the end of the text; see the module docs).
+    pub fn recent_end(&self, s: StateId) -> Option<usize> {
+        let e = self.states[s as usize].recent_end;
+        (e != NONE).then_some(e as usize)
+    }
+
+    pub fn next(&self, s: StateId, token: u32) -> Option<StateId> {
+        let next = &self.states[s as usize].next;
+        next.binary_search_by_key(&token, |&(t, _)| t)
+            .ok()
+            .map(|i| next[i].1)
+    }
+
+    fn set_next(&mut self, s: u32, token: u32, to: u32) {
+        let next = &mut self.states[s as usize].next;
+        match next.binary_search_by_key(&token, |&(t, _)| t) {
+            Ok(i) => next[i].1 = to,
+            Err(i) => next.insert(i, (token, to)),
+        }
+    }
+
+    /// Splits `q` so that its strings up to `len` tokens move to a new state.
+    fn clone_state(&mut self, q: u32, len: u32) -> u32 {
+        let mut st = self.states[q as usize].clone();
+        st.len = len;
+        let clone = self.states.len() as u32;
+        self.states.push(st);
+        self.states[q as usize].link = clone;
+        clone
+    }
+
+    /// Points `p` and its suffix-link ancestors that go to `q` on `c` to `clone` instead.
+    fn redirect(&mut self, mut p: u32, c: u32, q: u32, clone: u32) {
+        while p != NONE && self.next(p, c) == Some(q) {
+            self.set_next(p, c, clone);
+            p = self.states[p as usize].link;
+        }
+    }
+
+    /// Records `pos` as the recent end of `s` and a few of its suffix-link ancestors.
+    fn touch(&mut self, mut s: u32, pos: u32) {
+        for _ in 0..=self.recent_depth {
+            if s == 0 || s == NONE {
+                break;
+            }
+            self.states[s as usize].recent_end = pos;
+            s = self.states[s as usize].link;
+        }
+    }
+
+    /// Appends a token to the current document (amortized O(1) states and transitions).
+    /// Returns the split made, if any, so that matchers can follow their strings.
+    pub fn push(&mut self, c: u32) -> Option<Split> {
+        let pos = self.text.len() as u32;
+        self.text.push(c);
+        let last = self.last;
+        let last_len = self.states[last as usize].len;
+        let mut split = None;
+        if let Some(q) = self.next(last, c) {
+            // A new document repeating a string already present: no new end state.
+            if self.states[q as usize].len == last_len + 1 {
+                self.last = q;
+            } else {
+                let clone = self.clone_state(q, last_len + 1);
+                self.redirect(last, c, q, clone);
+                split = Some(Split {
+                    from: q,
+                    clone,
+                    len: last_len + 1,
+                });
+                self.last = clone;
+            }
+            self.touch(self.last, pos);
+            return split;
+        }
+        let cur = self.states.len() as u32;
+        self.states.push(State {
+            len: last_len + 1,
+            link: 0,
+            first_end: pos,
+            recent_end: pos,
+            next: Vec::new(),
+        });
+        let mut p = last;
+        while p != NONE && self.next(p, c).is_none() {
+            self.set_next(p, c, cur);
+            p = self.states[p as usize].link;
+        }
+        if p != NONE {
+            let q = self.next(p, c).expect("loop stopped at a transition");
+            let p_len = self.states[p as usize].len;
+            if self.states[q as usize].len == p_len + 1 {
+                self.states[cur as usize].link = q;
+            } else {
+                let clone = self.clone_state(q, p_len + 1);
+                self.redirect(p, c, q, clone);
+                self.states[cur as usize].link = clone;
+                split = Some(Split {
+                    from: q,
+                    clone,
+                    len: p_len + 1,
+                });
+            }
+        }
+        self.last = cur;
+        self.touch(cur, pos);
+        split
+    }
+}
+
+/// The longest suffix of a token stream that the automaton recognizes, kept up to date
+/// token by token (amortized O(1) per token).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Matcher {
+    pub state: StateId,
+    pub len: usize,
+}
+
+impl Matcher {
+    pub fn new() -> Self {
+        Matcher::default()
+    }
+
+    /// The stream grew by `token`.
+    pub fn advance(&mut self, sam: &SuffixAutomaton, token: u32) {
+        loop {
+            if let Some(n) = sam.next(self.state, token) {
+                self.state = n;
+                self.len += 1;
+                return;
+            }
+            match sam.link(self.state) {
+                Some(l) => {
+                    self.state = l;
+                    self.len = sam.len(l);
+                }
+                None => {
+                    self.len = 0;
+                    return;
+                }
+            }
+        }
+    }
+
+    /// The automaton grew and split a state: move to the clone if our string went there.
+    pub fn follow(&mut self, split: Option<Split>) {
+        if let Some(s) = split {
+            if self.state == s.from && self.len <= s.len as usize {
+                self.state = s.clone;
+            }
+        }
+    }
+}

@@ -1,0 +1,8 @@
+//! Integration tests of specdec-drafters (one binary: links once).
+
+mod common;
+mod mix;
+mod reference;
+mod suffix;
+mod trie;
+mod wellformed;

@@ -1,0 +1,98 @@
+//! The mix drafter.
+
+use std::sync::{Arc, Mutex};
+
+use proptest::collection::vec;
+use proptest::prelude::*;
+use specdec_drafters::*;
+
+use crate::common::{check_tree, contains_path, first_choice};
+
+/// A drafter that always proposes the same tree.
+struct Fixed(DraftTree);
+
+impl Drafter for Fixed {
+    fn name(&self) -> &'static str {
+        "fixed"
+    }
+    fn begin(&mut self, _: &[u32], _: &[Vec<u32>]) {}
+    fn observe(&mut self, _: &[u32]) {}
+    fn draft(&mut self, _: &[u32], budget: usize) -> DraftTree {
+        let mut t = self.0.clone();
+        t.nodes.truncate(budget);
+        t
+    }
+    fn end(&mut self, _: &[u32]) {}
+}
+
+/// A tree from scored sequences, as a drafter would build it.
+fn tree_of(seqs: &[(Vec<u32>, f32)]) -> DraftTree {
+    let mut b = TreeBuilder::new();
+    for (s, score) in seqs {
+        b.add_path(s, Source::Prompt, |d| score * 0.9f32.powi(d as i32));
+    }
+    b.build(usize::MAX)
+}
+
+fn part() -> impl Strategy<Value = Vec<(Vec<u32>, f32)>> {
+    vec((vec(0u32..5, 1..6), 0.0f32..1.0), 0..4)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn merged_tree_holds_each_first_choice_when_the_budget_allows(
+        parts in vec((part(), 0.1f32..3.0), 1..4),
+        extra in 0usize..6,
+    ) {
+        let trees: Vec<DraftTree> = parts.iter().map(|(p, _)| tree_of(p)).collect();
+        let firsts: Vec<Vec<u32>> = trees.iter().map(first_choice).collect();
+        let budget = firsts.iter().map(Vec::len).sum::<usize>() + extra;
+        let mut mix = MixDrafter::new(
+            trees
+                .iter()
+                .zip(&parts)
+                .map(|(t, (_, w))| (Box::new(Fixed(t.clone())) as Box<dyn Drafter>, *w))
+                .collect(),
+        );
+        let tree = mix.draft(&[1, 2, 3], budget);
+        check_tree(&tree, budget);
+        for f in &firsts {
+            prop_assert!(contains_path(&tree, f), "{:?} missing from {:?}", f, tree);
+        }
+        // Merging never duplicates: the union of the parts when it fits.
+        let mut all = TreeBuilder::new();
+        for t in &trees {
+            all.add_tree(t, 1.0);
+        }
+        prop_assert_eq!(tree.len(), all.len().min(budget));
+        prop_assert!(mix.draft(&[1], 0).is_empty());
+    }
+}
+
+#[test]
+fn identical_prefixes_merge_and_scores_combine() {
+    let a = tree_of(&[(vec![1, 2, 3], 0.5)]);
+    let b = tree_of(&[(vec![1, 2, 4], 0.5)]);
+    let mut mix = MixDrafter::new(vec![(Box::new(Fixed(a)), 1.0), (Box::new(Fixed(b)), 1.0)]);
+    let tree = mix.draft(&[0], 8);
+    check_tree(&tree, 8);
+    assert_eq!(tree.len(), 4);
+    // Both proposed token 1 with 0.5: noisy-or gives 0.75.
+    assert!((tree.nodes[0].score - 0.75).abs() < 1e-6);
+}
+
+#[test]
+fn auto_mixes_reference_suffix_and_trie() {
+    let trie = Arc::new(Mutex::new(Trie::default()));
+    let mut auto = MixDrafter::auto(Some(trie));
+    assert_eq!(auto.name(), "auto");
+    assert_eq!(auto.part_names(), ["reference", "suffix", "trie"]);
+    assert_eq!(MixDrafter::auto(None).part_names(), ["reference", "suffix"]);
+    let reference: Vec<u32> = (100..140).collect();
+    auto.begin(&[1, 2, 100, 101], std::slice::from_ref(&reference));
+    let tree = auto.draft(&[1, 2, 100, 101], 12);
+    check_tree(&tree, 12);
+    assert_eq!(first_choice(&tree)[..4], [102, 103, 104, 105]);
+}

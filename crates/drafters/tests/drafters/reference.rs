@@ -1,0 +1,117 @@
+//! The reference (LLMA / prompt lookup) drafter.
+
+use specdec_drafters::*;
+
+use crate::common::{check_tree, first_choice, leaf_paths, Lcg};
+
+/// A reference of distinct tokens and an unrelated prompt.
+fn setup(seed: u64) -> (Vec<u32>, Vec<u32>) {
+    let mut rng = Lcg(seed);
+    let mut reference: Vec<u32> = (1000..1400).collect();
+    for i in (1..reference.len()).rev() {
+        let j = rng.below(i as u64 + 1) as usize;
+        reference.swap(i, j);
+    }
+    let prompt: Vec<u32> = (0..600).map(|_| rng.below(500)).collect();
+    (reference, prompt)
+}
+
+#[test]
+fn context_inside_a_copied_span_drafts_the_exact_continuation() {
+    let (reference, prompt) = setup(7);
+    for (start, copied) in [(40, 1), (40, 2), (40, 20), (0, 5), (350, 30)] {
+        let mut d = ReferenceDrafter::default();
+        d.begin(&prompt, std::slice::from_ref(&reference));
+        let out = &reference[start..start + copied];
+        d.observe(out);
+        let mut ctx = prompt.clone();
+        ctx.extend(out);
+        for budget in [1, 4, 16, 32] {
+            let tree = d.draft(&ctx, budget);
+            check_tree(&tree, budget);
+            let at = start + copied;
+            let want = &reference[at..(at + budget.min(16)).min(reference.len())];
+            assert_eq!(first_choice(&tree), want, "start {start} copied {copied}");
+            assert!(tree.nodes.iter().all(|n| n.source == Source::Reference));
+        }
+    }
+}
+
+#[test]
+fn occurrences_become_branches_ranked_by_match_and_agreement() {
+    // After "5 6" the references continue with 7 7 (twice) and 9 (once, most recent).
+    let refs = vec![
+        vec![1, 5, 6, 7, 7, 2],
+        vec![3, 5, 6, 7, 7, 4],
+        vec![8, 5, 6, 9, 9, 9],
+    ];
+    let mut d = ReferenceDrafter::default();
+    d.begin(&[0, 5], &refs);
+    d.observe(&[6]);
+    let tree = d.draft(&[0, 5, 6], 32);
+    check_tree(&tree, 32);
+    let paths = leaf_paths(&tree);
+    assert!(paths.iter().any(|p| p.starts_with(&[7, 7])), "{paths:?}");
+    assert!(paths.iter().any(|p| p.starts_with(&[9, 9])), "{paths:?}");
+    // Agreement of two occurrences outweighs one: 7 is the first choice.
+    assert_eq!(first_choice(&tree)[..2], [7, 7]);
+    // A longer match wins over agreement: "3 5 6" only occurs before "7 7 4".
+    let mut d = ReferenceDrafter::default();
+    d.begin(&[3, 5], &refs);
+    d.observe(&[6]);
+    assert_eq!(first_choice(&d.draft(&[3, 5, 6], 32))[..3], [7, 7, 4]);
+    // Trimming keeps the best: with 2 nodes, the agreed chain.
+    let mut d = ReferenceDrafter::default();
+    d.begin(&[0, 5], &refs);
+    let tree = d.draft(&[0, 5, 6], 2);
+    assert_eq!(leaf_paths(&tree), vec![vec![7, 7]]);
+}
+
+#[test]
+fn sources_follow_where_the_span_was_copied_from() {
+    let prompt = [10, 11, 12, 13, 14, 15];
+    let mut d = ReferenceDrafter::default();
+    d.begin(&prompt, &[]);
+    d.observe(&[11, 12]);
+    let ctx = [10, 11, 12, 13, 14, 15, 11, 12];
+    let tree = d.draft(&ctx, 3);
+    assert_eq!(first_choice(&tree), [13, 14, 15]);
+    assert!(tree.nodes.iter().all(|n| n.source == Source::Prompt));
+    // Output repeating itself: copies from the output (periodically past its end).
+    d.observe(&[40, 41, 42, 40, 41]);
+    let mut ctx = ctx.to_vec();
+    ctx.extend([40, 41, 42, 40, 41]);
+    let tree = d.draft(&ctx, 5);
+    assert_eq!(first_choice(&tree), [42, 40, 41, 42, 40]);
+    assert_eq!(tree.nodes[0].source, Source::Output);
+}
+
+#[test]
+fn prompt_only_ignores_references() {
+    let (reference, prompt) = setup(3);
+    let mut d = ReferenceDrafter::prompt_only();
+    assert_eq!(d.name(), "prompt");
+    d.begin(&prompt, std::slice::from_ref(&reference));
+    let span = &reference[10..14];
+    d.observe(span);
+    let mut ctx = prompt.clone();
+    ctx.extend(span);
+    let tree = d.draft(&ctx, 16);
+    assert!(tree.nodes.iter().all(|n| n.source != Source::Reference));
+    assert!(!first_choice(&tree).starts_with(&reference[14..16]));
+}
+
+#[test]
+fn n_min_bounds_the_shortest_match() {
+    let cfg = ReferenceConfig {
+        n_min: 3,
+        ..ReferenceConfig::default()
+    };
+    let mut d = ReferenceDrafter::new(cfg);
+    d.begin(&[1, 2, 3, 4, 9, 2, 3], &[]);
+    // Suffix "2 3" (2 tokens) matches, but n_min = 3 requires "9 2 3".
+    assert!(d.draft(&[1, 2, 3, 4, 9, 2, 3], 8).is_empty());
+    d.observe(&[4, 1, 2, 3]);
+    let tree = d.draft(&[1, 2, 3, 4, 9, 2, 3, 4, 1, 2, 3], 8);
+    assert_eq!(first_choice(&tree)[0], 4);
+}

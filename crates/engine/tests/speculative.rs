@@ -1,0 +1,155 @@
+//! Speculative decoding through the real model equals plain decoding, token for token,
+//! whatever the drafts: right, wrong, or mixed; greedy and seeded sampling.
+
+use std::sync::OnceLock;
+
+use specdec_drafters::{DraftNode, DraftTree, Drafter, Source};
+use specdec_engine::{Engine, GenerateRequest, Rng, SamplingParams};
+use specdec_gguf::GgufFile;
+use specdec_runtime::{Executor, Model};
+use specdec_tokenizer::{ChatMessage, ChatTemplate, Tokenizer};
+
+struct Fixture {
+    model: Model,
+    tokenizer: Tokenizer,
+    template: ChatTemplate,
+}
+
+fn fixture() -> &'static Fixture {
+    static F: OnceLock<Fixture> = OnceLock::new();
+    F.get_or_init(|| {
+        let path = specdec_model_store::resolve(None, true).expect("default model");
+        let file = GgufFile::open(path).unwrap();
+        Fixture {
+            tokenizer: Tokenizer::from_gguf(&file).unwrap(),
+            template: ChatTemplate::from_gguf_or_chatml(&file).unwrap(),
+            model: Model::from_gguf(&file, Executor::new(2)).unwrap(),
+        }
+    })
+}
+
+fn chat(f: &Fixture, user: &str) -> Vec<u32> {
+    let text = f
+        .template
+        .render(&[ChatMessage::new("user", user)], true)
+        .unwrap();
+    f.tokenizer.encode_prompt(&text).unwrap()
+}
+
+/// Drafts from a known answer (right with probability `p_right` per step) plus random
+/// side branches: a test double for a real drafter.
+struct Scripted {
+    answer: Vec<u32>,
+    prompt_len: usize,
+    p_right: f64,
+    rng: Rng,
+}
+
+impl Drafter for Scripted {
+    fn name(&self) -> &'static str {
+        "scripted"
+    }
+    fn begin(&mut self, prompt: &[u32], _refs: &[Vec<u32>]) {
+        self.prompt_len = prompt.len();
+    }
+    fn observe(&mut self, _committed: &[u32]) {}
+    fn draft(&mut self, context: &[u32], budget: usize) -> DraftTree {
+        let done = context.len() - self.prompt_len;
+        let right = self.rng.next_f64() < self.p_right;
+        let mut nodes = Vec::new();
+        let chain: Vec<u32> = if right {
+            self.answer.iter().skip(done).take(budget / 2 + 1).copied().collect()
+        } else {
+            (0..budget / 2).map(|_| (self.rng.next_u64() % 49152) as u32).collect()
+        };
+        for (i, &t) in chain.iter().enumerate().take(budget) {
+            nodes.push(DraftNode {
+                token: t,
+                parent: i.checked_sub(1).map(|p| p as u32),
+                source: Source::Reference,
+                score: 1.0,
+            });
+        }
+        while nodes.len() < budget {
+            let parent = (self.rng.next_u64() % (nodes.len() as u64 + 1)) as usize;
+            let parent = parent.checked_sub(1).map(|p| p as u32);
+            let token = (self.rng.next_u64() % 49152) as u32;
+            if nodes.iter().any(|n| n.parent == parent && n.token == token) {
+                continue;
+            }
+            // Keep DFS order valid by appending leaves only under the last chain node or
+            // as new roots.
+            let parent = parent.filter(|&p| p as usize == nodes.len() - 1);
+            if nodes.iter().any(|n| n.parent == parent && n.token == token) {
+                continue;
+            }
+            nodes.push(DraftNode {
+                token,
+                parent,
+                source: Source::Trie,
+                score: 0.1,
+            });
+        }
+        DraftTree { nodes }
+    }
+    fn end(&mut self, _output: &[u32]) {}
+}
+
+fn check(prompt: &str, sampling: SamplingParams, p_right: f64) {
+    let f = fixture();
+    let engine = Engine::new(&f.model, &f.tokenizer);
+    let req = GenerateRequest {
+        sampling,
+        ..GenerateRequest::new(chat(f, prompt), 48)
+    };
+    let plain = engine.generate(&req, None, &mut |_| true).unwrap();
+    let mut drafter = Scripted {
+        answer: plain.token_ids.clone(),
+        prompt_len: 0,
+        p_right,
+        rng: Rng::new(5),
+    };
+    let mut streamed = String::new();
+    let spec = engine
+        .generate(&req, Some(&mut drafter), &mut |t| {
+            streamed.push_str(t);
+            true
+        })
+        .unwrap();
+    assert_eq!(spec.token_ids, plain.token_ids, "p_right {p_right}");
+    assert_eq!(spec.text, plain.text);
+    assert_eq!(streamed, plain.text);
+    assert_eq!(spec.finish_reason, plain.finish_reason);
+    if p_right > 0.9 && plain.completion_tokens > 10 {
+        assert!(
+            spec.forward_passes < plain.forward_passes,
+            "{} vs {}",
+            spec.forward_passes,
+            plain.forward_passes
+        );
+        assert!(spec.spec.accepted_tokens > 0);
+    }
+}
+
+#[test]
+fn greedy_with_right_wrong_and_mixed_drafts_equals_plain() {
+    for p in [1.0, 0.0, 0.5] {
+        check("Explain what a hash map is in two sentences.", SamplingParams::default(), p);
+    }
+}
+
+#[test]
+fn seeded_sampling_with_drafts_equals_plain_seeded_sampling() {
+    for p in [1.0, 0.5] {
+        let s = SamplingParams {
+            temperature: 0.9,
+            top_p: 0.9,
+            top_k: 40,
+            min_p: 0.02,
+            repetition_penalty: 1.1,
+            seed: 42,
+            ..SamplingParams::default()
+        };
+        check("Write a short story about a lighthouse keeper.", s, p);
+    }
+}
