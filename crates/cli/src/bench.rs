@@ -150,4 +150,3 @@ fn verify_cost(args: &ModelArgs, repeats: usize, json: bool) -> anyhow::Result<(
     }
     Ok(())
 }
-

@@ -32,8 +32,8 @@ pub fn model_path(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
 pub fn load(args: &ModelArgs) -> anyhow::Result<Loaded> {
     let path = model_path(args.model.as_deref())?;
     let file = GgufFile::open(&path).with_context(|| format!("loading {}", path.display()))?;
-    let tokenizer = Tokenizer::from_gguf(&file)
-        .with_context(|| format!("tokenizer of {}", path.display()))?;
+    let tokenizer =
+        Tokenizer::from_gguf(&file).with_context(|| format!("tokenizer of {}", path.display()))?;
     let template = Some(ChatTemplate::from_gguf_or_chatml(&file)?);
     let model = Model::from_gguf(&file, Executor::new(args.threads.max(1)))
         .with_context(|| format!("model {}", path.display()))?;

@@ -12,7 +12,11 @@ pub enum DataCommand {
     /// Fetch the datasets (cached) and write one JSONL workload per kind.
     Build {
         /// Kinds to build: faq-rag, humaneval-rewrite, sharegpt-passage, sharegpt-chat.
-        #[arg(long, value_delimiter = ',', default_value = "faq-rag,humaneval-rewrite,sharegpt-passage,sharegpt-chat")]
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "faq-rag,humaneval-rewrite,sharegpt-passage,sharegpt-chat"
+        )]
         kind: Vec<String>,
         /// Output directory (one KIND.jsonl per kind).
         #[arg(long, default_value = "workloads")]

@@ -14,7 +14,11 @@ use crate::draft_args::{DraftArgs, SpecReport};
 #[derive(Args, Debug)]
 pub struct GenerateArgs {
     /// The prompt text.
-    #[arg(long, conflicts_with = "prompt_file", required_unless_present = "prompt_file")]
+    #[arg(
+        long,
+        conflicts_with = "prompt_file",
+        required_unless_present = "prompt_file"
+    )]
     pub prompt: Option<String>,
     /// Read the prompt from a file.
     #[arg(long)]
@@ -119,7 +123,9 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
         let mut lock = stdout.lock();
         let out = engine.generate(&req, drafter.as_deref_mut(), &mut |t| {
             // A closed pipe (e.g. `| head`) ends generation instead of failing it.
-            lock.write_all(t.as_bytes()).and_then(|_| lock.flush()).is_ok()
+            lock.write_all(t.as_bytes())
+                .and_then(|_| lock.flush())
+                .is_ok()
         })?;
         let _ = writeln!(lock);
         out

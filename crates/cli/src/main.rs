@@ -11,7 +11,11 @@ mod workload;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "specdec", version, about = "Lossless speculative decoding for LLMs on CPU")]
+#[command(
+    name = "specdec",
+    version,
+    about = "Lossless speculative decoding for LLMs on CPU"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

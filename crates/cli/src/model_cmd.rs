@@ -50,7 +50,10 @@ pub fn run(cmd: ModelCommand) -> anyhow::Result<()> {
                 "layers:          {} (hidden {}, ffn {}, {} heads / {} kv heads of {})",
                 cfg.n_layers, cfg.hidden, cfg.ffn, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
             );
-            println!("rope:            base {} ({:?})", cfg.rope_base, cfg.rope_style);
+            println!(
+                "rope:            base {} ({:?})",
+                cfg.rope_base, cfg.rope_style
+            );
             let types: Vec<String> = types.iter().map(|(t, n)| format!("{t} x{n}")).collect();
             println!("tensor types:    {}", types.join(", "));
             println!(

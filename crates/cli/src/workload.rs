@@ -172,7 +172,11 @@ pub fn run(opts: &Options) -> anyhow::Result<()> {
                     row.completion_tokens,
                     row.tokens_per_second,
                     row.mean_accepted_length,
-                    if row.identical_to_plain { "" } else { "  DIFFERS" }
+                    if row.identical_to_plain {
+                        ""
+                    } else {
+                        "  DIFFERS"
+                    }
                 );
             }
             rows.push((mi, row, out));
@@ -201,7 +205,10 @@ fn summarize(
         let mine: Vec<_> = rows.iter().filter(|(i, _, _)| *i == mi).collect();
         let tokens: usize = mine.iter().map(|(_, r, _)| r.completion_tokens).sum();
         let elapsed: f64 = mine.iter().map(|(_, r, _)| r.elapsed_ms).sum();
-        let decode: f64 = mine.iter().map(|(_, r, _)| r.elapsed_ms - r.prefill_ms).sum();
+        let decode: f64 = mine
+            .iter()
+            .map(|(_, r, _)| r.elapsed_ms - r.prefill_ms)
+            .sum();
         let steps: usize = mine.iter().map(|(_, _, o)| o.spec.steps).sum();
         let mut by_pos: Vec<usize> = Vec::new();
         let mut by_source = BTreeMap::new();

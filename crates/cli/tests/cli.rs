@@ -99,7 +99,13 @@ fn bad_model_files_are_clear_errors() {
     assert_clean_error(&missing, "does not exist");
 
     let text = temp_file("notes.gguf", b"this is a text file, not a model\n");
-    let o = specdec(&["generate", "--prompt", "hi", "--model", text.to_str().unwrap()]);
+    let o = specdec(&[
+        "generate",
+        "--prompt",
+        "hi",
+        "--model",
+        text.to_str().unwrap(),
+    ]);
     assert_clean_error(&o, "not a GGUF file");
 
     let real = specdec_model_store::resolve(None, true).unwrap();
@@ -112,7 +118,13 @@ fn bad_model_files_are_clear_errors() {
         .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
         .collect();
     let noise = temp_file("noise.gguf", &random);
-    let o = specdec(&["generate", "--prompt", "hi", "--model", noise.to_str().unwrap()]);
+    let o = specdec(&[
+        "generate",
+        "--prompt",
+        "hi",
+        "--model",
+        noise.to_str().unwrap(),
+    ]);
     assert_clean_error(&o, "GGUF");
 }
 
@@ -138,7 +150,10 @@ fn bench_verify_cost_prints_the_curve_as_json() {
 
 #[test]
 fn bench_workload_reports_records_and_summary() {
-    let wl = concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/workloads/sample.jsonl");
+    let wl = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../data/workloads/sample.jsonl"
+    );
     let o = specdec(&["bench", "--workload", wl, "--json"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();

@@ -112,7 +112,7 @@ impl BudgetPolicy {
         }
         if best.1 == 0 {
             self.idle_steps += 1;
-            if self.idle_steps % PROBE_EVERY == 0 {
+            if self.idle_steps.is_multiple_of(PROBE_EVERY) {
                 return PROBE_BUDGET.min(cap);
             }
         } else {

@@ -242,8 +242,7 @@ impl<'m> Engine<'m> {
                 let mut path = vec![0];
                 path.extend(&verdict.accepted);
                 seq.commit(&path)?;
-                let draft_accepted: Vec<usize> =
-                    verdict.accepted.iter().map(|&i| i - 1).collect();
+                let draft_accepted: Vec<usize> = verdict.accepted.iter().map(|&i| i - 1).collect();
                 stats.record(&tree, &draft_accepted);
                 let max_depth = tree.depths().into_iter().max().unwrap_or(0);
                 if !tree.is_empty() {

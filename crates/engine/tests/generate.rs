@@ -42,7 +42,10 @@ fn request(prompt: Vec<u32>, max_tokens: usize) -> GenerateRequest {
 fn greedy_answers_a_factual_question_and_stops_at_end_of_turn() {
     let f = fixture();
     let engine = Engine::new(&f.model, &f.tokenizer);
-    let req = request(chat(f, "What is the capital of France? Answer in one sentence."), 64);
+    let req = request(
+        chat(f, "What is the capital of France? Answer in one sentence."),
+        64,
+    );
     let mut streamed = String::new();
     let out = engine
         .generate(&req, None, &mut |t| {
@@ -127,7 +130,9 @@ fn a_sink_that_refuses_cancels() {
 fn bad_requests_are_clear_errors() {
     let f = fixture();
     let engine = Engine::new(&f.model, &f.tokenizer);
-    let err = engine.generate(&request(vec![], 8), None, &mut |_| true).unwrap_err();
+    let err = engine
+        .generate(&request(vec![], 8), None, &mut |_| true)
+        .unwrap_err();
     assert!(err.to_string().contains("empty"), "{err}");
     let ctx = f.model.config().context_length;
     let err = engine

@@ -58,9 +58,16 @@ impl Drafter for Scripted {
         let right = self.rng.next_f64() < self.p_right;
         let mut nodes = Vec::new();
         let chain: Vec<u32> = if right {
-            self.answer.iter().skip(done).take(budget / 2 + 1).copied().collect()
+            self.answer
+                .iter()
+                .skip(done)
+                .take(budget / 2 + 1)
+                .copied()
+                .collect()
         } else {
-            (0..budget / 2).map(|_| (self.rng.next_u64() % 49152) as u32).collect()
+            (0..budget / 2)
+                .map(|_| (self.rng.next_u64() % 49152) as u32)
+                .collect()
         };
         for (i, &t) in chain.iter().enumerate().take(budget) {
             nodes.push(DraftNode {
@@ -134,7 +141,11 @@ fn check(prompt: &str, sampling: SamplingParams, p_right: f64) {
 #[test]
 fn greedy_with_right_wrong_and_mixed_drafts_equals_plain() {
     for p in [1.0, 0.0, 0.5] {
-        check("Explain what a hash map is in two sentences.", SamplingParams::default(), p);
+        check(
+            "Explain what a hash map is in two sentences.",
+            SamplingParams::default(),
+            p,
+        );
     }
 }
 

@@ -63,8 +63,7 @@ impl ModelConfig {
         };
         let ffn = int("feed_forward_length")?;
         let context_length = int("context_length")?;
-        if n_heads == 0 || n_kv_heads == 0 || hidden % n_heads != 0 || n_heads % n_kv_heads != 0
-        {
+        if n_heads == 0 || n_kv_heads == 0 || hidden % n_heads != 0 || n_heads % n_kv_heads != 0 {
             return Err(RuntimeError::Unsupported(format!(
                 "head layout: hidden {hidden}, {n_heads} heads, {n_kv_heads} kv heads"
             )));

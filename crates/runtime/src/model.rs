@@ -192,7 +192,14 @@ impl Model {
             for (r, info) in rows.iter().enumerate() {
                 let q = &qkv[r * (qd + 2 * kvd)..][..qd];
                 let seq = &*inputs[info.item].seq;
-                self.attend(seq, li, q, &paths[r], &mut scores, &mut attn[r * qd..(r + 1) * qd]);
+                self.attend(
+                    seq,
+                    li,
+                    q,
+                    &paths[r],
+                    &mut scores,
+                    &mut attn[r * qd..(r + 1) * qd],
+                );
             }
             self.matmul(&layer.o, &attn, n, &mut qrows, &mut proj)?;
             x.iter_mut().zip(&proj).for_each(|(x, p)| *x += p);
@@ -290,6 +297,8 @@ impl Model {
 
     /// Attention of one query row over the committed prefix and the node's own path, keys
     /// visited in position order so the reduction matches one-token-at-a-time decoding.
+    /// The query heads sharing a KV head are processed together so each key and value row
+    /// is loaded once per group; every head still sees the same operation sequence.
     fn attend(
         &self,
         seq: &Sequence,
@@ -305,31 +314,38 @@ impl Model {
         let scale = 1.0 / (hd as f32).sqrt();
         let base = seq.len();
         let (k, v) = (&seq.k[layer], &seq.v[layer]);
-        let slots = (0..base).chain(path.iter().map(|&j| base + j));
+        let slots = || (0..base).chain(path.iter().map(|&j| base + j));
         let n_keys = base + path.len();
-        for head in 0..cfg.n_heads {
-            let g = head / group;
-            let qh = &q[head * hd..(head + 1) * hd];
-            scores.clear();
-            scores.extend(
-                slots
-                    .clone()
-                    .map(|s| ops::dot(qh, &k[s * kvd + g * hd..][..hd]) * scale),
-            );
-            let max = scores.iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s));
-            let mut sum = 0f32;
-            for s in scores.iter_mut() {
-                *s = (*s - max).exp();
-                sum += *s;
+        scores.resize(group * n_keys, 0.0);
+        for g in 0..cfg.n_kv_heads {
+            let heads = g * group..(g + 1) * group;
+            for (ki, s) in slots().enumerate() {
+                let key = &k[s * kvd + g * hd..][..hd];
+                for (j, h) in heads.clone().enumerate() {
+                    scores[j * n_keys + ki] = ops::dot(&q[h * hd..(h + 1) * hd], key) * scale;
+                }
             }
-            let oh = &mut out[head * hd..(head + 1) * hd];
-            oh.fill(0.0);
-            for (s, w) in slots.clone().zip(scores.iter()) {
-                ops::axpy(*w, &v[s * kvd + g * hd..][..hd], oh);
+            let mut inv_sum = vec![0f32; group];
+            for (j, row) in scores.chunks_exact_mut(n_keys).enumerate() {
+                let max = row.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x));
+                let mut sum = 0f32;
+                for x in row.iter_mut() {
+                    *x = (*x - max).exp();
+                    sum += *x;
+                }
+                inv_sum[j] = 1.0 / sum;
             }
-            let inv = 1.0 / sum;
-            oh.iter_mut().for_each(|o| *o *= inv);
-            debug_assert_eq!(scores.len(), n_keys);
+            let o = &mut out[g * group * hd..(g + 1) * group * hd];
+            o.fill(0.0);
+            for (ki, s) in slots().enumerate() {
+                let val = &v[s * kvd + g * hd..][..hd];
+                for (j, oh) in o.chunks_exact_mut(hd).enumerate() {
+                    ops::axpy(scores[j * n_keys + ki], val, oh);
+                }
+            }
+            for (j, oh) in o.chunks_exact_mut(hd).enumerate() {
+                oh.iter_mut().for_each(|x| *x *= inv_sum[j]);
+            }
         }
     }
 }

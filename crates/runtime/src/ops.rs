@@ -30,7 +30,12 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
 
 #[inline]
 fn reduce(acc: [f32; LANES]) -> f32 {
-    let a = [acc[0] + acc[4], acc[1] + acc[5], acc[2] + acc[6], acc[3] + acc[7]];
+    let a = [
+        acc[0] + acc[4],
+        acc[1] + acc[5],
+        acc[2] + acc[6],
+        acc[3] + acc[7],
+    ];
     (a[0] + a[2]) + (a[1] + a[3])
 }
 

@@ -91,9 +91,8 @@ impl Loader<'_> {
 
     fn to_f32(&self, t: &TensorInfo) -> Result<Vec<f32>, RuntimeError> {
         let mut out = vec![0f32; t.elements() as usize];
-        dequantize(t.ty, self.file.tensor_data(t), &mut out).map_err(|e| {
-            RuntimeError::Unsupported(format!("tensor `{}`: {e}", t.name))
-        })?;
+        dequantize(t.ty, self.file.tensor_data(t), &mut out)
+            .map_err(|e| RuntimeError::Unsupported(format!("tensor `{}`: {e}", t.name)))?;
         Ok(out)
     }
 

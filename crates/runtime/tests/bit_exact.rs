@@ -209,10 +209,16 @@ fn two_sequences_in_one_batch_equal_each_alone() {
         }])
         .unwrap();
     for i in 0..ta.len() {
-        assert_eq!(bits(both[0].get(i).unwrap()), bits(alone_a[0].get(i).unwrap()));
+        assert_eq!(
+            bits(both[0].get(i).unwrap()),
+            bits(alone_a[0].get(i).unwrap())
+        );
     }
     for i in 0..tb.len() {
-        assert_eq!(bits(both[1].get(i).unwrap()), bits(alone_b[0].get(i).unwrap()));
+        assert_eq!(
+            bits(both[1].get(i).unwrap()),
+            bits(alone_b[0].get(i).unwrap())
+        );
     }
 }
 
@@ -232,7 +238,9 @@ fn one_and_two_threads_and_every_isa_give_the_same_logits() {
                 want: Want::All,
             }])
             .unwrap();
-        (0..p.len()).map(|i| bits(out[0].row(i))).collect::<Vec<_>>()
+        (0..p.len())
+            .map(|i| bits(out[0].row(i)))
+            .collect::<Vec<_>>()
     };
     let reference = run(Executor::new(2));
     assert_eq!(run(Executor::new(1)), reference, "1 thread differs");

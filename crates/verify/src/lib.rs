@@ -57,7 +57,12 @@ pub fn walk(tree: &VerifyTree<'_>, mut choose: impl FnMut(usize, &[u32]) -> u32)
                 emitted.push(token);
                 node = c;
             }
-            None => return Verdict { accepted, bonus: token },
+            None => {
+                return Verdict {
+                    accepted,
+                    bonus: token,
+                }
+            }
         }
     }
 }

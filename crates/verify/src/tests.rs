@@ -9,7 +9,8 @@ fn fake_logits(path: &[u32], vocab: usize) -> Vec<f32> {
     }
     (0..vocab)
         .map(|i| {
-            let x = (h ^ (i as u64).wrapping_mul(0x9E3779B97F4A7C15)).wrapping_mul(0xBF58476D1CE4E5B9);
+            let x =
+                (h ^ (i as u64).wrapping_mul(0x9E3779B97F4A7C15)).wrapping_mul(0xBF58476D1CE4E5B9);
             ((x >> 40) as f32 / (1u64 << 24) as f32) * 6.0
         })
         .collect()
@@ -77,7 +78,7 @@ fn random_draft(seed: u64, vocab: u32, n: usize, good: &[u32]) -> Vec<(u32, Opti
         out.push((g, i.checked_sub(1).map(|x| x as u32)));
     }
     while out.len() < n {
-        let parent = if out.is_empty() || r.next_u64() % 3 == 0 {
+        let parent = if out.is_empty() || r.next_u64().is_multiple_of(3) {
             None
         } else {
             Some((r.next_u64() % out.len() as u64) as u32)
@@ -111,7 +112,7 @@ proptest! {
             step += 1;
             // Half the steps know part of the true continuation, so paths get accepted.
             let done = ctx.len() - context.len();
-            let good: Vec<u32> = if step % 2 == 0 { want[done..].to_vec() } else { vec![] };
+            let good: Vec<u32> = if step.is_multiple_of(2) { want[done..].to_vec() } else { vec![] };
             random_draft(seed * 31 + step, vocab as u32, draft_len, &good)
         });
         prop_assert_eq!(got, want);
@@ -123,13 +124,26 @@ fn greedy_walk_accepts_the_matching_branch() {
     // root -> a(1) -> b(2); root -> c(3)
     let tokens = [0, 10, 11, 12];
     let parents = [None, Some(0), Some(1), Some(0)];
-    let tree = VerifyTree { tokens: &tokens, parents: &parents };
-    let v = walk(&tree, |node, _| match node { 0 => 10, 1 => 11, _ => 99 });
+    let tree = VerifyTree {
+        tokens: &tokens,
+        parents: &parents,
+    };
+    let v = walk(&tree, |node, _| match node {
+        0 => 10,
+        1 => 11,
+        _ => 99,
+    });
     assert_eq!(v.accepted, vec![1, 2]);
     assert_eq!(v.bonus, 99);
     assert_eq!(v.emitted(&tree), vec![10, 11, 99]);
     let v = walk(&tree, |_, _| 12);
-    assert_eq!(v, Verdict { accepted: vec![3], bonus: 12 });
+    assert_eq!(
+        v,
+        Verdict {
+            accepted: vec![3],
+            bonus: 12
+        }
+    );
 }
 
 /// With a draft that is never right, the sampling verifier still samples the target's
@@ -137,11 +151,19 @@ fn greedy_walk_accepts_the_matching_branch() {
 #[test]
 fn sampling_verifier_reproduces_the_target_distribution() {
     let logits = [0.0f32, 1.0, 2.0, 0.5];
-    let p = SamplingParams { temperature: 0.8, top_p: 0.95, seed: 0, ..Default::default() };
+    let p = SamplingParams {
+        temperature: 0.8,
+        top_p: 0.95,
+        seed: 0,
+        ..Default::default()
+    };
     let dist = distribution(&logits, &[], &p);
     let tokens = [0u32, 1, 2];
     let parents = [None, Some(0), Some(0)];
-    let tree = VerifyTree { tokens: &tokens, parents: &parents };
+    let tree = VerifyTree {
+        tokens: &tokens,
+        parents: &parents,
+    };
     let mut rng = Rng::new(99);
     let n = 40_000;
     let mut counts = [0f64; 4];
