@@ -1,1 +1,37 @@
-//! specdec-kernels
+//! Batch-invariant quantized matmul kernels for CPU speculative decoding.
+//!
+//! `y = x · Wᵀ` with GGML-quantized weights (Q4_0, Q4_1, Q8_0) repacked at load into
+//! 32-column tiles, and activations quantized per row to int8 blocks of 32. Every output
+//! element follows one fixed arithmetic sequence (exact integer block sums, then a fixed
+//! chain of f32 multiply/fma in block order), so results are bit-identical whatever the
+//! number of rows in the batch, the thread count, or the instruction set chosen.
+//! See `shared/docs/KERNELS.md` for the measured design.
+//!
+//! ```
+//! use specdec_kernels::{Executor, PackedMatrix, QuantizedRows};
+//!
+//! let (n, k, rows) = (40, 64, 3);
+//! let w: Vec<f32> = (0..n * k).map(|i| (i % 7) as f32 - 3.0).collect();
+//! let w = PackedMatrix::from_f32(&w, n, k)?; // or from_ggml(format, bytes, n, k)
+//! let mut x = QuantizedRows::new(); // reusable
+//! x.quantize(&vec![0.25; rows * k], rows, k);
+//! let exec = Executor::new(2); // keep one for the process: it owns the thread pool
+//! let mut y = vec![0.0; rows * n];
+//! exec.matmul(&w, &x, &mut y)?; // y[r * n + c]
+//! # Ok::<(), specdec_kernels::KernelError>(())
+//! ```
+
+mod align;
+mod error;
+mod exec;
+mod isa;
+mod pack;
+mod pool;
+mod quant;
+mod simd;
+
+pub use error::KernelError;
+pub use exec::Executor;
+pub use isa::Isa;
+pub use pack::{PackedMatrix, WeightFormat};
+pub use quant::QuantizedRows;

@@ -1,0 +1,188 @@
+//! The matmul entry point: validation, then each thread computes a fixed contiguous range
+//! of tiles for all rows.
+
+use crate::error::KernelError;
+use crate::isa::Isa;
+use crate::pack::PackedMatrix;
+use crate::pool::Pool;
+use crate::quant::QuantizedRows;
+use crate::simd::{self, Job};
+use std::ops::Range;
+
+/// Owns the thread pool and the chosen instruction set. `Send + Sync`; concurrent
+/// `matmul` calls on one executor are serialised.
+pub struct Executor {
+    pool: Pool,
+    isa: Isa,
+}
+
+impl std::fmt::Debug for Executor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Executor")
+            .field("threads", &self.threads())
+            .field("isa", &self.isa)
+            .finish()
+    }
+}
+
+impl Executor {
+    /// `threads` threads (the caller counts as one; 0 is taken as 1), fastest ISA.
+    pub fn new(threads: usize) -> Self {
+        Executor {
+            pool: Pool::new(threads),
+            isa: Isa::detect(),
+        }
+    }
+
+    /// Like `new` with a forced instruction set; errors if this CPU lacks it.
+    pub fn with_isa(threads: usize, isa: Isa) -> Result<Self, KernelError> {
+        if !isa.is_available() {
+            return Err(KernelError::IsaUnavailable(isa));
+        }
+        Ok(Executor {
+            pool: Pool::new(threads),
+            isa,
+        })
+    }
+
+    pub fn threads(&self) -> usize {
+        self.pool.threads()
+    }
+
+    pub fn isa(&self) -> Isa {
+        self.isa
+    }
+
+    /// `out[r * w.n() + c] = y[r][c]` with `y = x · Wᵀ`; `out.len()` must be
+    /// `x.rows() * w.n()`. Bit-identical for every row count, thread count and ISA.
+    pub fn matmul(
+        &self,
+        w: &PackedMatrix,
+        x: &QuantizedRows,
+        out: &mut [f32],
+    ) -> Result<(), KernelError> {
+        x.check()?;
+        if x.k() != w.k() {
+            return Err(KernelError::KMismatch {
+                weights: w.k(),
+                activations: x.k(),
+            });
+        }
+        // rows · n ≤ out.len() when it matches, so an overflow can only mean a mismatch.
+        let expected = x.rows().saturating_mul(w.n());
+        if out.len() != expected {
+            return Err(KernelError::OutputLength {
+                expected,
+                actual: out.len(),
+            });
+        }
+        if x.rows() == 0 {
+            return Ok(());
+        }
+        let job = Job::new(w, x, out);
+        let (n_tiles, shares, isa) = (w.n_tiles(), self.pool.shares(), self.isa);
+        let share = |i: usize| {
+            let tiles = share_of(n_tiles, shares, i);
+            if !tiles.is_empty() {
+                // SAFETY: `isa` was checked available at construction; `job` was built
+                // from validated shapes and borrows live for this call; share i's tile
+                // range is disjoint from every other share's, and each share runs once.
+                unsafe { simd::run(isa, &job, tiles) };
+            }
+        };
+        if self.pool.run(&share) {
+            Ok(())
+        } else {
+            Err(KernelError::WorkerPanicked)
+        }
+    }
+
+    /// Test hook: the matmul through the EVEX build of the AvxVnni kernel, one thread.
+    #[cfg(all(test, target_arch = "x86_64"))]
+    pub(crate) fn matmul_vnni256_evex(
+        w: &PackedMatrix,
+        x: &QuantizedRows,
+        out: &mut [f32],
+    ) -> Option<()> {
+        use std::arch::is_x86_feature_detected as has;
+        if !(has!("avx512f") && has!("avx512vl") && has!("avx512vnni") && has!("fma")) {
+            return None;
+        }
+        assert_eq!(out.len(), x.rows() * w.n());
+        assert_eq!(x.k(), w.k());
+        let job = Job::new(w, x, out);
+        // SAFETY: features checked above, shapes asserted, single thread.
+        unsafe { simd::run_vnni256_evex(&job, 0..w.n_tiles()) };
+        Some(())
+    }
+}
+
+/// Tiles of share i: contiguous, depending only on (n_tiles, shares); a thread's shares
+/// are consecutive, so its part of the matrix is one contiguous range.
+fn share_of(n_tiles: usize, shares: usize, i: usize) -> Range<usize> {
+    (i * n_tiles / shares)..((i + 1) * n_tiles / shares)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pack::WeightFormat;
+
+    #[test]
+    fn shares_cover_all_tiles_once() {
+        for n_tiles in [1, 2, 3, 18, 1536] {
+            for threads in 1..=5 {
+                let mut next = 0;
+                for i in 0..threads {
+                    let r = share_of(n_tiles, threads, i);
+                    assert_eq!(r.start, next);
+                    next = r.end;
+                }
+                assert_eq!(next, n_tiles);
+            }
+        }
+    }
+
+    /// The AvxVnni kernel logic (EVEX-encoded here) against Scalar, all formats.
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn vnni256_path_matches_scalar() {
+        let scalar = Executor::with_isa(1, Isa::Scalar).unwrap();
+        let mut s = 0x9e3779b97f4a7c15u64;
+        let mut next = move || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s
+        };
+        for format in [WeightFormat::Q4_0, WeightFormat::Q4_1, WeightFormat::Q8_0] {
+            let (n, k) = (75, 96);
+            let mut bytes: Vec<u8> = (0..n * k / 32 * format.block_bytes())
+                .map(|_| next() as u8)
+                .collect();
+            // Finite, modest f16 scales (and mins).
+            for blk in bytes.chunks_exact_mut(format.block_bytes()) {
+                blk[1] = 0x2c | (blk[1] & 0x83);
+                if format == WeightFormat::Q4_1 {
+                    blk[3] = 0x2c | (blk[3] & 0x83);
+                }
+            }
+            let w = PackedMatrix::from_ggml(format, &bytes, n, k).unwrap();
+            for rows in 1..=9 {
+                let xs: Vec<f32> = (0..rows * k)
+                    .map(|_| (next() >> 40) as f32 / 8e6 - 1.0)
+                    .collect();
+                let mut x = QuantizedRows::new();
+                x.quantize(&xs, rows, k);
+                let mut want = vec![0.0; rows * n];
+                scalar.matmul(&w, &x, &mut want).unwrap();
+                let mut got = vec![0.0; rows * n];
+                if Executor::matmul_vnni256_evex(&w, &x, &mut got).is_none() {
+                    return;
+                }
+                let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&got), bits(&want), "{format:?} rows={rows}");
+            }
+        }
+    }
+}

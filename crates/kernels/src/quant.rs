@@ -1,0 +1,260 @@
+//! Activation quantization (f32 rows → int8 blocks of 32) and the ggml Q8_0 weight
+//! quantizer. Portable scalar code whose every operation is exactly rounded, so the bits
+//! never depend on the CPU or the batch.
+
+use crate::error::KernelError;
+use crate::pack::QK;
+use half::f16;
+
+/// Per (row, block) values the kernels' float epilogue and integer offsets need.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[repr(C)]
+pub(crate) struct BlockMeta {
+    /// Block scale dx.
+    pub d: f32,
+    /// dx · Σq, for the Q4_1 min term.
+    pub sx: f32,
+    /// −8 · Σq: offset of Q4_0's unsigned nibbles.
+    pub c8: i32,
+    /// −128 · Σq: offset of Q8_0 weights stored as q + 128.
+    pub c128: i32,
+}
+
+/// Activations quantized per row into int8 blocks of 32, with per-block scale and sums.
+/// Reusable: `quantize` keeps the allocations of earlier calls.
+#[derive(Debug, Default, Clone)]
+pub struct QuantizedRows {
+    rows: usize,
+    k: usize,
+    q: Vec<i8>,
+    meta: Vec<BlockMeta>,
+    /// Arguments of the last `quantize` call if they were inconsistent.
+    bad: Option<(usize, usize, usize)>,
+}
+
+impl QuantizedRows {
+    /// An empty buffer (0 rows).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Quantizes `rows` rows of `k` values from `x` (row-major, `x.len() == rows * k`,
+    /// `k` a multiple of 32). Never panics: on inconsistent arguments the buffer becomes
+    /// empty and invalid, and the next `Executor::matmul` with it returns
+    /// `KernelError::BadActivations`.
+    pub fn quantize(&mut self, x: &[f32], rows: usize, k: usize) {
+        if !k.is_multiple_of(QK) || rows.checked_mul(k) != Some(x.len()) {
+            self.bad = Some((x.len(), rows, k));
+            self.rows = 0;
+            self.k = 0;
+            return;
+        }
+        self.bad = None;
+        self.rows = rows;
+        self.k = k;
+        self.q.resize(x.len(), 0);
+        self.meta.resize(x.len() / QK, BlockMeta::default());
+        crate::simd::quantize_rows(x, &mut self.q, &mut self.meta);
+    }
+
+    /// Number of rows quantized by the last successful `quantize` (0 if it failed).
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Row length of the last successful `quantize`.
+    pub fn k(&self) -> usize {
+        self.k
+    }
+
+    /// The error the last `quantize` arguments deserve, if any.
+    pub(crate) fn check(&self) -> Result<(), KernelError> {
+        match self.bad {
+            Some((len, rows, k)) => Err(KernelError::BadActivations { len, rows, k }),
+            None => Ok(()),
+        }
+    }
+
+    /// Quants, `rows × k`, row-major.
+    pub(crate) fn q(&self) -> &[i8] {
+        &self.q[..self.rows * self.k]
+    }
+
+    /// Block metadata, `rows × k/32`, row-major.
+    pub(crate) fn meta(&self) -> &[BlockMeta] {
+        &self.meta[..self.rows * self.k / QK]
+    }
+}
+
+/// Quantizes whole blocks: `x`, `q` of equal length (a multiple of 32), one `meta` per
+/// block. Inlined into `simd::quantize_rows`'s wider-vector builds of the same code.
+#[inline(always)]
+pub(crate) fn quantize_into(x: &[f32], q: &mut [i8], meta: &mut [BlockMeta]) {
+    let blocks = x.chunks_exact(QK).zip(q.chunks_exact_mut(QK));
+    for ((xb, qb), m) in blocks.zip(meta.iter_mut()) {
+        let (d, sum) = quantize_block(xb, qb);
+        *m = BlockMeta {
+            d,
+            sx: d * sum as f32,
+            c8: -8 * sum,
+            c128: -128 * sum,
+        };
+    }
+}
+
+/// `v.round() as i8` (round half away from zero, saturating, NaN → 0), bit for bit, in
+/// plain float and integer operations that vectorize (on baseline x86-64, `f32::round`
+/// is a libm call and `as i32` a scalar conversion with saturation fix-ups).
+#[inline(always)]
+pub(crate) fn round_i8(v: f32) -> i8 {
+    // 1.5 · 2²³: adding it rounds to an integer (ties to even) in the low mantissa bits.
+    const MAGIC: f32 = 12_582_912.0;
+    let v = if v.is_nan() {
+        0.0
+    } else {
+        v.clamp(-128.0, 127.0)
+    };
+    let m = v + MAGIC;
+    let nearest = m - MAGIC; // exact
+    let i = m.to_bits() as i32 - MAGIC.to_bits() as i32;
+    // Exact (|diff| ≤ 0.5 on v's grid). Ties went to even; move them away from zero.
+    let diff = v - nearest;
+    let away = ((diff == 0.5) & (v > 0.0)) as i32 - ((diff == -0.5) & (v < 0.0)) as i32;
+    (i + away) as i8
+}
+
+/// Quantizes one block of 32: d = amax/127, q = round(x · (1/d)). Returns (d, Σq).
+/// This is ggml's `quantize_row_q8_0_ref` (also used for activations).
+#[inline(always)]
+pub(crate) fn quantize_block(x: &[f32], q: &mut [i8]) -> (f32, i32) {
+    let x: &[f32; QK] = x.try_into().expect("block of 32");
+    let q: &mut [i8; QK] = q.try_into().expect("block of 32");
+    // amax on the bit patterns: for floats ≥ +0 integer order is float order, and NaN
+    // maps to 0 (ignored, as by f32::max). Integer max vectorizes (vpmaxud); a float
+    // max with f32::max's NaN rule does not.
+    let mut lanes = [0u32; 16];
+    for chunk in x.chunks_exact(16) {
+        for (m, v) in lanes.iter_mut().zip(chunk) {
+            let a = v.to_bits() & 0x7fff_ffff;
+            *m = (*m).max(if a > 0x7f80_0000 { 0 } else { a });
+        }
+    }
+    let amax = f32::from_bits(lanes.iter().fold(0, |m, &a| m.max(a)));
+    let d = amax / 127.0;
+    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+    let mut wide = [0i32; QK];
+    for (o, &v) in wide.iter_mut().zip(x) {
+        *o = round_i8(v * id) as i32;
+    }
+    for (o, &v) in q.iter_mut().zip(&wide) {
+        *o = v as i8;
+    }
+    (d, wide.iter().sum())
+}
+
+/// One GGML Q8_0 block (34 bytes: f16 d, 32 × i8) from 32 floats, as ggml writes it.
+pub(crate) fn quantize_row_q8_0_ggml(x: &[f32], out: &mut [u8]) {
+    let mut q = [0i8; QK];
+    let (d, _) = quantize_block(x, &mut q);
+    out[..2].copy_from_slice(&f16::from_f32(d).to_le_bytes());
+    for (o, v) in out[2..].iter_mut().zip(q) {
+        *o = v as u8;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The definition, written the obvious way.
+    fn reference_block(x: &[f32]) -> (f32, Vec<i8>) {
+        let amax = x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+        let d = amax / 127.0;
+        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+        (d, x.iter().map(|&v| (v * id).round() as i8).collect())
+    }
+
+    proptest! {
+        #[test]
+        fn round_matches_std(bits in any::<u32>()) {
+            let v = f32::from_bits(bits);
+            prop_assert_eq!(round_i8(v), v.round() as i8);
+        }
+
+        #[test]
+        fn round_matches_std_near_halves(i in -140i32..140, e in -3i32..4) {
+            let v = i as f32 + 0.5 + e as f32 * f32::EPSILON * 64.0;
+            prop_assert_eq!(round_i8(v), v.round() as i8);
+        }
+
+        #[test]
+        fn quantizer_matches_definition(
+            rows in 1usize..4,
+            kb in 1usize..4,
+            scale in prop_oneof![Just(0.0f32), 1e-30f32..1e-20, 1e-3f32..1e3],
+            seed in any::<u64>(),
+        ) {
+            let k = kb * QK;
+            let mut s = seed | 1;
+            let x: Vec<f32> = (0..rows * k).map(|_| {
+                s ^= s << 13; s ^= s >> 7; s ^= s << 17;
+                ((s >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * scale
+            }).collect();
+            let mut qr = QuantizedRows::new();
+            qr.quantize(&x, rows, k);
+            prop_assert_eq!(qr.rows(), rows);
+            for (bi, xb) in x.chunks_exact(QK).enumerate() {
+                let (d, q) = reference_block(xb);
+                let got = &qr.q()[bi * QK..][..QK];
+                prop_assert_eq!(got, &q[..]);
+                let m = qr.meta()[bi];
+                let sum: i32 = q.iter().map(|&v| v as i32).sum();
+                prop_assert_eq!(m.d.to_bits(), d.to_bits());
+                prop_assert_eq!(m.sx.to_bits(), (d * sum as f32).to_bits());
+                prop_assert_eq!((m.c8, m.c128), (-8 * sum, -128 * sum));
+                prop_assert!(q.iter().all(|&v| v != -128));
+            }
+        }
+    }
+
+    #[test]
+    fn round_matches_std_around_every_half() {
+        for h in -300..=300 {
+            let mut v = h as f32 / 2.0;
+            for _ in 0..8 {
+                v = v.next_down();
+            }
+            for _ in 0..16 {
+                assert_eq!(round_i8(v), v.round() as i8, "{v}");
+                v = v.next_up();
+            }
+        }
+    }
+
+    #[test]
+    fn bad_arguments_make_invalid_buffer() {
+        let mut qr = QuantizedRows::new();
+        qr.quantize(&[0.0; 64], 2, 32);
+        assert!(qr.check().is_ok());
+        qr.quantize(&[0.0; 64], 1, 48);
+        assert_eq!(qr.rows(), 0);
+        assert!(qr.check().is_err());
+        qr.quantize(&[0.0; 64], 3, 32);
+        assert!(qr.check().is_err());
+        qr.quantize(&[0.0; 96], 3, 32);
+        assert!(qr.check().is_ok());
+        assert_eq!(qr.q().len(), 96);
+    }
+
+    #[test]
+    fn nan_and_inf_do_not_panic() {
+        let mut x = [1.0f32; 32];
+        x[3] = f32::NAN;
+        x[4] = f32::INFINITY;
+        let mut q = [0i8; 32];
+        let (d, _) = quantize_block(&x, &mut q);
+        assert!(d.is_infinite());
+        assert!(q.iter().all(|&v| v == 0));
+    }
+}

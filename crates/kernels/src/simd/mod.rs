@@ -1,0 +1,346 @@
+//! The compute kernels: one generic driver (tile-outer, rows-inner) and one micro-kernel
+//! family per instruction set. All `unsafe` SIMD code of the crate lives here.
+//!
+//! Every path computes, for output (r, c), the same sequence: per k-block an exact i32
+//! dot product, then `acc = fma(isum as f32, dw · dx, acc)` (and for Q4_1
+//! `acc = fma(mw, sx, acc)`), blocks in order. Lane-wise SIMD and scalar code therefore
+//! agree bit for bit, whatever the batch size, tile split or instruction set.
+
+// Register-blocked loops index several per-row arrays (pointers, accumulators) by row;
+// iterator chains over them would obscure the blocking.
+#![allow(clippy::needless_range_loop)]
+
+use crate::isa::Isa;
+use crate::pack::{PackedMatrix, WeightFormat, QK, TILE};
+use crate::quant::{BlockMeta, QuantizedRows};
+use std::marker::PhantomData;
+use std::ops::Range;
+
+#[cfg(target_arch = "x86_64")]
+mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod avx512;
+#[cfg(target_arch = "x86_64")]
+mod avxvnni;
+mod scalar;
+#[cfg(target_arch = "x86_64")]
+mod ymm;
+
+/// Rows per pass over the weights. Bounds the activation working set (kept in L2 while
+/// the tiles stream by) for long prompts; speculation batches fit in one pass.
+const ROW_CHUNK: usize = 64;
+
+/// Raw view of one validated matmul, shared read-only by the threads; each thread writes
+/// only the output columns of its own tiles.
+#[derive(Clone, Copy)]
+pub(crate) struct Job<'a> {
+    pub format: WeightFormat,
+    /// Packed weights, `n_tiles × kb` records of `rec` bytes.
+    pub w: *const u8,
+    pub rec: usize,
+    pub n_tiles: usize,
+    pub kb: usize,
+    pub n: usize,
+    pub k: usize,
+    pub rows: usize,
+    pub xq: *const i8,
+    pub meta: *const BlockMeta,
+    pub out: *mut f32,
+    _borrow: PhantomData<(&'a PackedMatrix, &'a QuantizedRows, &'a mut [f32])>,
+}
+
+// SAFETY: a Job is only a view of borrowed data that outlives it (`'a`); the inputs are
+// read-only and the output is written through `out` only at columns of the tile range a
+// thread was given, and those ranges are disjoint (see `Executor::matmul`).
+unsafe impl Send for Job<'_> {}
+// SAFETY: as above.
+unsafe impl Sync for Job<'_> {}
+
+impl<'a> Job<'a> {
+    /// Caller guarantees `x.k() == w.k()` and `out.len() == x.rows() * w.n()`.
+    pub(crate) fn new(w: &'a PackedMatrix, x: &'a QuantizedRows, out: &'a mut [f32]) -> Self {
+        debug_assert_eq!(x.k(), w.k());
+        debug_assert_eq!(out.len(), x.rows() * w.n());
+        Job {
+            format: w.format(),
+            w: w.data().as_ptr(),
+            rec: w.format().record_bytes(),
+            n_tiles: w.n_tiles(),
+            kb: w.k() / QK,
+            n: w.n(),
+            k: w.k(),
+            rows: x.rows(),
+            xq: x.q().as_ptr(),
+            meta: x.meta().as_ptr(),
+            out: out.as_mut_ptr(),
+            _borrow: PhantomData,
+        }
+    }
+}
+
+/// One micro-kernel call: `R` rows of one tile.
+pub(crate) struct Tile<const R: usize> {
+    /// First record of the tile.
+    pub w: *const u8,
+    /// This call's part of prefetching the next tile.
+    pub pf: Prefetch,
+    /// Row starts in the quantized activations and their block metadata.
+    pub x: [*const i8; R],
+    pub m: [*const BlockMeta; R],
+    /// Output of each row at the tile's first column.
+    pub out: [*mut f32; R],
+    /// Columns of this tile below n (1..=32); the rest is padding and is not written.
+    pub valid: usize,
+}
+
+/// A micro-kernel: computes and stores `R` (1..=4) rows × one tile.
+pub(crate) trait TileKernel {
+    /// # Safety
+    /// `t` must come from `drive` for a valid `job`, and the ISA of the implementation
+    /// must be available.
+    unsafe fn tile<const R: usize>(job: &Job, t: &Tile<R>);
+}
+
+/// Runs `K` over `tiles` × all rows: rows in chunks, then tiles, then groups of 4 rows
+/// (and one 1..3 remainder), so each row group reuses a tile while it is in cache.
+///
+/// # Safety
+/// `job` must describe live buffers (`Job::new`), `tiles` must lie within the matrix,
+/// no other thread may write the columns of `tiles`, and K's ISA must be available.
+#[inline(always)]
+pub(crate) unsafe fn drive<K: TileKernel>(job: &Job, tiles: Range<usize>) {
+    let tile_bytes = job.kb * job.rec;
+    let mut r0 = 0;
+    while r0 < job.rows {
+        let r_end = (r0 + ROW_CHUNK).min(job.rows);
+        for t in tiles.clone() {
+            // SAFETY: tile t < n_tiles, so both tiles' records are inside the buffer.
+            let w = unsafe { job.w.add(t * tile_bytes) };
+            // The next tile, even past this share: it is most likely the next one this
+            // thread computes.
+            let next = if t + 1 < job.n_tiles {
+                unsafe { w.add(tile_bytes) }
+            } else {
+                std::ptr::null()
+            };
+            let valid = (job.n - t * TILE).min(TILE);
+            let groups = (r_end - r0).div_ceil(4);
+            let mut r = r0;
+            while r < r_end {
+                let step = (r_end - r).min(4);
+                // Every row group fetches its share of the next tile's lines, so the
+                // requests are spread over the whole tile instead of bursting (a burst
+                // runs out of fill buffers and stalls the compute it should overlap).
+                let pf = Prefetch {
+                    base: next,
+                    first_line: (r - r0) / 4,
+                    line_step: groups,
+                };
+                // SAFETY: forwarded from this function's contract; rows r..r+step exist.
+                unsafe {
+                    match step {
+                        4 => K::tile::<4>(job, &tile_at(job, w, pf, t, r, valid)),
+                        3 => K::tile::<3>(job, &tile_at(job, w, pf, t, r, valid)),
+                        2 => K::tile::<2>(job, &tile_at(job, w, pf, t, r, valid)),
+                        _ => K::tile::<1>(job, &tile_at(job, w, pf, t, r, valid)),
+                    }
+                }
+                r += step;
+            }
+        }
+        r0 = r_end;
+    }
+}
+
+/// The micro-kernel arguments for rows r..r+R of tile t.
+///
+/// # Safety
+/// t < n_tiles, r + R ≤ rows, `w` the tile's first record.
+#[inline(always)]
+unsafe fn tile_at<const R: usize>(
+    job: &Job,
+    w: *const u8,
+    pf: Prefetch,
+    t: usize,
+    r: usize,
+    valid: usize,
+) -> Tile<R> {
+    // SAFETY: rows r + i < job.rows and column t·32 < n keep every pointer in bounds.
+    unsafe {
+        Tile {
+            w,
+            pf,
+            x: std::array::from_fn(|i| job.xq.add((r + i) * job.k)),
+            m: std::array::from_fn(|i| job.meta.add((r + i) * job.kb)),
+            out: std::array::from_fn(|i| job.out.add((r + i) * job.n + t * TILE)),
+            valid,
+        }
+    }
+}
+
+/// Computes the output columns of `tiles` for all rows of `job` with `isa`.
+///
+/// # Safety
+/// `isa.is_available()`, and the contract of [`drive`].
+pub(crate) unsafe fn run(isa: Isa, job: &Job, tiles: Range<usize>) {
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        match isa {
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512Vnni => avx512::run(job, tiles),
+            #[cfg(target_arch = "x86_64")]
+            Isa::AvxVnni => avxvnni::run(job, tiles),
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => avx2::run(job, tiles),
+            _ => scalar::run(job, tiles),
+        }
+    }
+}
+
+/// Activation quantization (`quant::quantize_into`) built for the widest vectors this
+/// CPU has. The same portable source: IEEE arithmetic (no fast-math, no contraction in
+/// Rust) gives the same bits at any vector width, and the 128-bit baseline build is 2-3x
+/// slower (SSE2 has no float rounding or i32 min/max instructions).
+pub(crate) fn quantize_rows(x: &[f32], q: &mut [i8], meta: &mut [BlockMeta]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if Isa::Avx512Vnni.is_available() {
+            // SAFETY: AVX-512 F/BW available (checked just above).
+            return unsafe { quantize_avx512(x, q, meta) };
+        }
+        if Isa::Avx2.is_available() {
+            // SAFETY: AVX2 and FMA available (checked just above).
+            return unsafe { quantize_avx2(x, q, meta) };
+        }
+    }
+    crate::quant::quantize_into(x, q, meta)
+}
+
+/// # Safety
+/// AVX-512 F/BW available.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw")]
+unsafe fn quantize_avx512(x: &[f32], q: &mut [i8], meta: &mut [BlockMeta]) {
+    crate::quant::quantize_into(x, q, meta)
+}
+
+/// # Safety
+/// AVX2 and FMA available.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn quantize_avx2(x: &[f32], q: &mut [i8], meta: &mut [BlockMeta]) {
+    crate::quant::quantize_into(x, q, meta)
+}
+
+/// Test hook: the 256-bit VNNI kernel with the EVEX (AVX-512VL) `vpdpbusd`, so the
+/// AvxVnni code path is exercised on CPUs that have AVX-512 VNNI but not AVX-VNNI.
+///
+/// # Safety
+/// AVX-512 F/VL/VNNI available, and the contract of [`drive`].
+#[cfg(all(test, target_arch = "x86_64"))]
+pub(crate) unsafe fn run_vnni256_evex(job: &Job, tiles: Range<usize>) {
+    // SAFETY: forwarded.
+    unsafe { avxvnni::run_evex(job, tiles) }
+}
+
+/// A micro-kernel call's part of prefetching the next tile: of each record, lines
+/// `first_line`, `first_line + line_step`, … (`base` null: nothing to prefetch).
+#[derive(Clone, Copy)]
+pub(crate) struct Prefetch {
+    pub base: *const u8,
+    pub first_line: usize,
+    pub line_step: usize,
+}
+
+/// Prefetches this call's lines of the `len` bytes at `pf.base + off` into L2. L2, not
+/// L1: measured faster at n = 1, as L1 prefetches of DRAM lines hold the few L1 fill
+/// buffers for a whole memory latency and throttle the stream.
+///
+/// # Safety
+/// `pf.base` null or pointing into an allocation covering `off + len` bytes.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn prefetch(pf: &Prefetch, off: usize, len: usize) {
+    use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T1};
+    if !pf.base.is_null() {
+        for l in (pf.first_line * 64..len).step_by(pf.line_step * 64) {
+            // SAFETY: in bounds per the contract; prefetch never faults anyway.
+            unsafe { _mm_prefetch::<_MM_HINT_T1>(pf.base.add(off + l).cast()) };
+        }
+    }
+}
+
+/// Reads the 4 activation bytes at `p` as one i32 (to broadcast).
+///
+/// # Safety
+/// `p` valid for 4 bytes.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn quad(p: *const i8) -> i32 {
+    // SAFETY: per the contract; no alignment needed.
+    unsafe { p.cast::<i32>().read_unaligned() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every build of the activation quantizer gives the same bits, special values too.
+    #[test]
+    fn quantizer_builds_agree() {
+        let specials = [
+            0.0,
+            -0.0,
+            f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::MIN_POSITIVE,
+            1e-45,
+            -1e-40,
+            f32::MAX,
+            0.5,
+            -2.5,
+            126.5,
+        ];
+        let mut s = 0x1234_5678_9abc_def0u64;
+        let mut x = Vec::new();
+        for block in 0..64 {
+            for j in 0..QK {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                let v = (s >> 40) as f32 / (1u64 << 23) as f32 - 1.0;
+                // Some blocks get special values, some exact halves after scaling.
+                x.push(match (block % 4, j % 7) {
+                    (0, 3) => specials[(s % specials.len() as u64) as usize],
+                    (1, _) => (j as f32 - 16.0) * 0.5,
+                    _ => v * (block as f32 + 1.0),
+                });
+            }
+        }
+        type Quantizer<'a> = &'a dyn Fn(&[f32], &mut [i8], &mut [BlockMeta]);
+        let run = |f: Quantizer| {
+            let mut q = vec![0i8; x.len()];
+            let mut m = vec![BlockMeta::default(); x.len() / QK];
+            f(&x, &mut q, &mut m);
+            let bits: Vec<_> = m
+                .iter()
+                .map(|m| (m.d.to_bits(), m.sx.to_bits(), m.c8))
+                .collect();
+            (q, bits)
+        };
+        let want = run(&|x, q, m| crate::quant::quantize_into(x, q, m));
+        assert_eq!(run(&|x, q, m| quantize_rows(x, q, m)), want);
+        #[cfg(target_arch = "x86_64")]
+        {
+            if Isa::Avx512Vnni.is_available() {
+                // SAFETY: checked available.
+                assert_eq!(run(&|x, q, m| unsafe { quantize_avx512(x, q, m) }), want);
+            }
+            if Isa::Avx2.is_available() {
+                // SAFETY: checked available.
+                assert_eq!(run(&|x, q, m| unsafe { quantize_avx2(x, q, m) }), want);
+            }
+        }
+    }
+}

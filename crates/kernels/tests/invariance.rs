@@ -1,0 +1,106 @@
+//! Bit-exact batch invariance: a row's output never depends on the other rows in the
+//! batch, the thread count or the instruction set.
+
+mod common;
+
+use common::*;
+use specdec_kernels::{Executor, Isa, PackedMatrix, QuantizedRows, WeightFormat};
+
+const POOL_ROWS: usize = 72;
+
+fn run(e: &Executor, w: &PackedMatrix, x: &[f32], rows: usize) -> Vec<f32> {
+    let mut q = QuantizedRows::new();
+    q.quantize(x, rows, w.k());
+    let mut out = vec![f32::NAN; rows * w.n()];
+    e.matmul(w, &q, &mut out).unwrap();
+    out
+}
+
+fn check_shape(n: usize, k: usize, seed: u64) {
+    let mut rng = rng(seed);
+    let fastest = Executor::new(2);
+    let scalar = Executor::with_isa(1, Isa::Scalar).unwrap();
+    for format in FORMATS {
+        let bytes = random_ggml(&mut rng, format, n, k);
+        let w = PackedMatrix::from_ggml(format, &bytes, n, k).unwrap();
+        let xs = random_activations(&mut rng, POOL_ROWS * k);
+        let want = bits(&run(&scalar, &w, &xs, POOL_ROWS));
+        let row = |r: usize| &want[r * n..(r + 1) * n];
+
+        // Every ISA and thread count on the whole batch.
+        for isa in Isa::available() {
+            for threads in [1, 2, 3] {
+                if isa == Isa::Scalar && threads == 1 {
+                    continue;
+                }
+                let e = Executor::with_isa(threads, isa).unwrap();
+                let got = bits(&run(&e, &w, &xs, POOL_ROWS));
+                assert!(got == want, "{format:?} {n}x{k} {isa} threads={threads}");
+            }
+        }
+
+        // Batches of every size 1..=64 at shifting offsets, against rows computed alone.
+        for r in 0..POOL_ROWS {
+            let got = bits(&run(&fastest, &w, &xs[r * k..(r + 1) * k], 1));
+            assert!(got == row(r), "{format:?} {n}x{k} row {r} alone");
+        }
+        for m in 1..=64 {
+            let s = (m * 5) % (POOL_ROWS - m + 1);
+            let got = bits(&run(&fastest, &w, &xs[s * k..(s + m) * k], m));
+            for i in 0..m {
+                let g = &got[i * n..(i + 1) * n];
+                assert!(g == row(s + i), "{format:?} {n}x{k} batch {m} row {i}");
+            }
+        }
+    }
+}
+
+#[test]
+fn invariant_576x576() {
+    check_shape(576, 576, 1);
+}
+
+#[test]
+fn invariant_1536x576() {
+    check_shape(1536, 576, 2);
+}
+
+#[test]
+fn invariant_576x1536() {
+    check_shape(576, 1536, 3);
+}
+
+#[test]
+fn invariant_3072x576() {
+    check_shape(3072, 576, 4);
+}
+
+/// n not a multiple of the 32-column tile: padding columns are never written.
+#[test]
+fn invariant_ragged_n() {
+    for n in [1, 5, 17, 31, 33, 100] {
+        check_shape(n, 64, 100 + n as u64);
+    }
+}
+
+#[test]
+fn ragged_n_leaves_no_padding_writes() {
+    let mut rng = rng(7);
+    for isa in Isa::available() {
+        let e = Executor::with_isa(2, isa).unwrap();
+        let (n, k, rows) = (37, 96, 5);
+        let bytes = random_ggml(&mut rng, WeightFormat::Q8_0, n, k);
+        let w = PackedMatrix::from_ggml(WeightFormat::Q8_0, &bytes, n, k).unwrap();
+        let xs = random_activations(&mut rng, rows * k);
+        let mut q = QuantizedRows::new();
+        q.quantize(&xs, rows, k);
+        // The output slice sits inside a larger buffer whose guard values must survive.
+        let mut buf = vec![f32::from_bits(0x7fc0_1234); rows * n + 64];
+        e.matmul(&w, &q, &mut buf[32..32 + rows * n]).unwrap();
+        assert!(buf[..32]
+            .iter()
+            .chain(&buf[32 + rows * n..])
+            .all(|v| v.to_bits() == 0x7fc0_1234));
+        assert!(buf[32..32 + rows * n].iter().all(|v| v.is_finite()));
+    }
+}
