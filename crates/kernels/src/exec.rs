@@ -6,6 +6,7 @@ use crate::isa::Isa;
 use crate::pack::PackedMatrix;
 use crate::pool::Pool;
 use crate::quant::QuantizedRows;
+use crate::simd::vecops::VecOps;
 use crate::simd::{self, Job};
 use std::ops::Range;
 
@@ -51,6 +52,27 @@ impl Executor {
 
     pub fn isa(&self) -> Isa {
         self.isa
+    }
+
+    /// The f32 vector primitives (attention) on this executor's instruction set.
+    pub fn vec_ops(&self) -> VecOps {
+        VecOps::new(self.isa)
+    }
+
+    /// Runs `f(i)` for every `i` in `0..n` on the pool's threads, each index exactly once,
+    /// and returns when all are done. Which thread runs an index may vary, so each index's
+    /// result must depend only on the index.
+    pub fn for_each(&self, n: usize, f: &(dyn Fn(usize) + Sync)) -> Result<(), KernelError> {
+        if n == 0 {
+            return Ok(());
+        }
+        let shares = self.pool.shares();
+        let share = |s: usize| share_of(n, shares, s).for_each(f);
+        if self.pool.run(&share) {
+            Ok(())
+        } else {
+            Err(KernelError::WorkerPanicked)
+        }
     }
 
     /// `out[r * w.n() + c] = y[r][c]` with `y = x · Wᵀ`; `out.len()` must be

@@ -57,6 +57,38 @@ impl QuantizedRows {
         crate::simd::quantize_rows(x, &mut self.q, &mut self.meta);
     }
 
+    /// `quantize` with the rows spread over `exec`'s threads: every block is quantized
+    /// on its own, so the bits are the same as `quantize`'s.
+    pub fn quantize_on(&mut self, exec: &crate::Executor, x: &[f32], rows: usize, k: usize) {
+        const MIN_ROWS_PER_PART: usize = 4;
+        let parts = (rows / MIN_ROWS_PER_PART).min(exec.threads() * 2);
+        if parts < 2 || !k.is_multiple_of(QK) || rows.checked_mul(k) != Some(x.len()) {
+            return self.quantize(x, rows, k);
+        }
+        self.bad = None;
+        self.rows = rows;
+        self.k = k;
+        self.q.resize(x.len(), 0);
+        self.meta.resize(x.len() / QK, BlockMeta::default());
+        let rows_per = rows.div_ceil(parts);
+        let q_parts: Vec<_> = self.q[..x.len()]
+            .chunks_mut(rows_per * k)
+            .zip(self.meta.chunks_mut(rows_per * k / QK))
+            .map(std::sync::Mutex::new)
+            .collect();
+        let run = exec.for_each(q_parts.len(), &|p| {
+            let mut guard = q_parts[p].lock().unwrap_or_else(|e| e.into_inner());
+            let (q, meta) = &mut *guard;
+            let start = p * rows_per * k;
+            crate::simd::quantize_rows(&x[start..start + q.len()], q, meta);
+        });
+        if run.is_err() {
+            // A worker died mid-way; redo it here so the buffer is never half written.
+            drop(q_parts);
+            self.quantize(x, rows, k);
+        }
+    }
+
     /// Number of rows quantized by the last successful `quantize` (0 if it failed).
     pub fn rows(&self) -> usize {
         self.rows

@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use specdec_gguf::GgufFile;
-use specdec_kernels::{Executor, PackedMatrix, QuantizedRows};
+use specdec_kernels::{Executor, PackedMatrix, QuantizedRows, VecOps};
 
 use crate::config::ModelConfig;
 use crate::kv::Sequence;
@@ -81,6 +81,11 @@ pub struct Model {
     weights: Weights,
     rope: Rope,
     exec: Executor,
+}
+
+thread_local! {
+    /// Attention score scratch, one per kernel thread.
+    static SCORES: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// Per-row bookkeeping of one forward.
@@ -174,7 +179,6 @@ impl Model {
         let mut proj = vec![0f32; n * h];
         let mut gate_up = vec![0f32; n * 2 * cfg.ffn];
         let mut act = vec![0f32; n * cfg.ffn];
-        let mut scores = Vec::new();
         for (li, layer) in self.weights.layers.iter().enumerate() {
             self.norm_rows(&x, &layer.attn_norm, &mut xn);
             self.matmul(&layer.qkv, &xn, n, &mut qrows, &mut qkv)?;
@@ -189,27 +193,12 @@ impl Model {
                 seq.k[li][slot..slot + kvd].copy_from_slice(&row[qd..qd + kvd]);
                 seq.v[li][slot..slot + kvd].copy_from_slice(&row[qd + kvd..]);
             }
-            for (r, info) in rows.iter().enumerate() {
-                let q = &qkv[r * (qd + 2 * kvd)..][..qd];
-                let seq = &*inputs[info.item].seq;
-                self.attend(
-                    seq,
-                    li,
-                    q,
-                    &paths[r],
-                    &mut scores,
-                    &mut attn[r * qd..(r + 1) * qd],
-                );
-            }
+            self.attention(inputs, &rows, &paths, li, &qkv, &mut attn)?;
             self.matmul(&layer.o, &attn, n, &mut qrows, &mut proj)?;
             x.iter_mut().zip(&proj).for_each(|(x, p)| *x += p);
             self.norm_rows(&x, &layer.ffn_norm, &mut xn);
             self.matmul(&layer.gate_up, &xn, n, &mut qrows, &mut gate_up)?;
-            let f = cfg.ffn;
-            for r in 0..n {
-                let gu = &gate_up[r * 2 * f..(r + 1) * 2 * f];
-                ops::swiglu(&gu[..f], &gu[f..], &mut act[r * f..(r + 1) * f]);
-            }
+            self.swiglu_rows(&gate_up, &mut act)?;
             self.matmul(&layer.down, &act, n, &mut qrows, &mut proj)?;
             x.iter_mut().zip(&proj).for_each(|(x, p)| *x += p);
         }
@@ -266,6 +255,10 @@ impl Model {
         }
         let mut all = vec![0f32; picked.len() * vocab];
         self.matmul(&self.weights.head, &normed, picked.len(), qrows, &mut all)?;
+        if out.len() == 1 {
+            out[0].data = all;
+            return Ok(out);
+        }
         let mut off = 0;
         for logits in out.iter_mut() {
             let len = logits.nodes.len() * vocab;
@@ -273,6 +266,28 @@ impl Model {
             off += len;
         }
         Ok(out)
+    }
+
+    /// SwiGLU of every row, rows spread over the kernel threads.
+    fn swiglu_rows(&self, gate_up: &[f32], act: &mut [f32]) -> Result<(), RuntimeError> {
+        let f = self.config.ffn;
+        let ops = self.exec.vec_ops();
+        let outs: Vec<std::sync::Mutex<&mut [f32]>> =
+            act.chunks_exact_mut(f).map(std::sync::Mutex::new).collect();
+        if outs.len() < 4 {
+            for (r, out) in outs.into_iter().enumerate() {
+                let gu = &gate_up[r * 2 * f..(r + 1) * 2 * f];
+                let mut out = out.into_inner().unwrap_or_else(|e| e.into_inner());
+                ops.swiglu(&gu[..f], &gu[f..], &mut out);
+            }
+            return Ok(());
+        }
+        self.exec.for_each(outs.len(), &|r| {
+            let gu = &gate_up[r * 2 * f..(r + 1) * 2 * f];
+            let mut out = outs[r].lock().unwrap_or_else(|e| e.into_inner());
+            ops.swiglu(&gu[..f], &gu[f..], &mut out);
+        })?;
+        Ok(())
     }
 
     fn norm_rows(&self, x: &[f32], w: &[f32], out: &mut [f32]) {
@@ -290,19 +305,53 @@ impl Model {
         q: &mut QuantizedRows,
         out: &mut [f32],
     ) -> Result<(), RuntimeError> {
-        q.quantize(&x[..rows * w.k()], rows, w.k());
+        q.quantize_on(&self.exec, &x[..rows * w.k()], rows, w.k());
         self.exec.matmul(w, q, &mut out[..rows * w.n()])?;
         Ok(())
     }
 
-    /// Attention of one query row over the committed prefix and the node's own path, keys
-    /// visited in position order so the reduction matches one-token-at-a-time decoding.
-    /// The query heads sharing a KV head are processed together so each key and value row
-    /// is loaded once per group; every head still sees the same operation sequence.
+    /// Attention of every row, one (row, KV head) item per task on the kernel threads.
+    fn attention(
+        &self,
+        inputs: &[SeqInput<'_>],
+        rows: &[RowInfo],
+        paths: &[Vec<usize>],
+        layer: usize,
+        qkv: &[f32],
+        attn: &mut [f32],
+    ) -> Result<(), RuntimeError> {
+        let cfg = &self.config;
+        let (qd, kvd) = (cfg.q_dim(), cfg.kv_dim());
+        let group_width = qd / cfg.n_kv_heads;
+        let seqs: Vec<&Sequence> = inputs.iter().map(|i| &*i.seq).collect();
+        let outs: Vec<std::sync::Mutex<&mut [f32]>> = attn
+            .chunks_exact_mut(group_width)
+            .map(std::sync::Mutex::new)
+            .collect();
+        let ops = self.exec.vec_ops();
+        self.exec.for_each(outs.len(), &|item| {
+            let (r, g) = (item / cfg.n_kv_heads, item % cfg.n_kv_heads);
+            let q = &qkv[r * (qd + 2 * kvd)..][..qd];
+            let mut out = outs[item].lock().unwrap_or_else(|e| e.into_inner());
+            SCORES.with(|s| {
+                let seq = seqs[rows[r].item];
+                let mut s = s.borrow_mut();
+                self.attend(&ops, seq, layer, g, q, &paths[r], &mut s, &mut out);
+            });
+        })?;
+        Ok(())
+    }
+
+    /// Attention of one query row's heads sharing KV head `g`, over the committed prefix
+    /// and the node's own path. Keys are visited in position order, so each head's
+    /// reductions match one-token-at-a-time decoding exactly.
+    #[allow(clippy::too_many_arguments)]
     fn attend(
         &self,
+        ops: &VecOps,
         seq: &Sequence,
         layer: usize,
+        g: usize,
         q: &[f32],
         path: &[usize],
         scores: &mut Vec<f32>,
@@ -314,38 +363,30 @@ impl Model {
         let scale = 1.0 / (hd as f32).sqrt();
         let base = seq.len();
         let (k, v) = (&seq.k[layer], &seq.v[layer]);
-        let slots = || (0..base).chain(path.iter().map(|&j| base + j));
         let n_keys = base + path.len();
         scores.resize(group * n_keys, 0.0);
-        for g in 0..cfg.n_kv_heads {
-            let heads = g * group..(g + 1) * group;
-            for (ki, s) in slots().enumerate() {
-                let key = &k[s * kvd + g * hd..][..hd];
-                for (j, h) in heads.clone().enumerate() {
-                    scores[j * n_keys + ki] = ops::dot(&q[h * hd..(h + 1) * hd], key) * scale;
-                }
+        let (kg, vg) = (&k[g * hd..], &v[g * hd..]);
+        for (j, h) in (g * group..(g + 1) * group).enumerate() {
+            let qh = &q[h * hd..(h + 1) * hd];
+            let row = &mut scores[j * n_keys..(j + 1) * n_keys];
+            // The committed prefix is contiguous; the node's own path is not.
+            ops.dot_rows(qh, kg, kvd, &mut row[..base]);
+            for (o, &p) in row[base..].iter_mut().zip(path) {
+                *o = ops.dot(qh, &kg[(base + p) * kvd..][..hd]);
             }
-            let mut inv_sum = vec![0f32; group];
-            for (j, row) in scores.chunks_exact_mut(n_keys).enumerate() {
-                let max = row.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x));
-                let mut sum = 0f32;
-                for x in row.iter_mut() {
-                    *x = (*x - max).exp();
-                    sum += *x;
-                }
-                inv_sum[j] = 1.0 / sum;
+            row.iter_mut().for_each(|x| *x *= scale);
+        }
+        out.fill(0.0);
+        for (j, row) in scores.chunks_exact_mut(n_keys).enumerate() {
+            let max = row.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x));
+            let sum = ops.exp_sum(row, max);
+            let oh = &mut out[j * hd..(j + 1) * hd];
+            ops.axpy_rows(&row[..base], vg, kvd, oh);
+            for (&w, &p) in row[base..].iter().zip(path) {
+                ops.axpy(w, &vg[(base + p) * kvd..][..hd], oh);
             }
-            let o = &mut out[g * group * hd..(g + 1) * group * hd];
-            o.fill(0.0);
-            for (ki, s) in slots().enumerate() {
-                let val = &v[s * kvd + g * hd..][..hd];
-                for (j, oh) in o.chunks_exact_mut(hd).enumerate() {
-                    ops::axpy(scores[j * n_keys + ki], val, oh);
-                }
-            }
-            for (j, oh) in o.chunks_exact_mut(hd).enumerate() {
-                oh.iter_mut().for_each(|x| *x *= inv_sum[j]);
-            }
+            let inv = 1.0 / sum;
+            oh.iter_mut().for_each(|x| *x *= inv);
         }
     }
 }

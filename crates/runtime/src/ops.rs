@@ -48,21 +48,6 @@ pub fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
     }
 }
 
-/// SwiGLU: out[i] = silu(gate[i]) * up[i].
-pub fn swiglu(gate: &[f32], up: &[f32], out: &mut [f32]) {
-    for ((o, &g), &u) in out.iter_mut().zip(gate).zip(up) {
-        *o = g / (1.0 + (-g).exp()) * u;
-    }
-}
-
-/// out += a * v.
-#[inline]
-pub fn axpy(a: f32, v: &[f32], out: &mut [f32]) {
-    for (o, &x) in out.iter_mut().zip(v) {
-        *o += a * x;
-    }
-}
-
 /// Precomputed RoPE rotations, one row of (cos, sin) pairs per position, grown on demand.
 pub struct Rope {
     style: RopeStyle,

@@ -23,6 +23,7 @@ mod avx512;
 #[cfg(target_arch = "x86_64")]
 mod avxvnni;
 mod scalar;
+pub(crate) mod vecops;
 #[cfg(target_arch = "x86_64")]
 mod ymm;
 

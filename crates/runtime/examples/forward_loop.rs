@@ -1,0 +1,34 @@
+//! Repeats one forward of N tree nodes after a 100-token prefix (for profilers).
+//! Usage: forward_loop [N] [REPEATS]
+use specdec_runtime::{Executor, Model, Node, SeqInput, Want};
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let n: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(16);
+    let reps: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(200);
+    let path = specdec_model_store::resolve(None, true).expect("model");
+    let m = Model::load_with(path, Executor::new(2)).expect("load");
+    let mut seq = m.new_sequence();
+    let prefix: Vec<u32> = (0..100).map(|i| 1000 + i * 7).collect();
+    m.forward(&mut [SeqInput {
+        seq: &mut seq,
+        nodes: &Node::chain(&prefix),
+        want: Want::None,
+    }])
+    .unwrap();
+    seq.commit_all().unwrap();
+    let nodes = Node::chain(&(0..n as u32).map(|i| 2000 + i).collect::<Vec<_>>());
+    let t = std::time::Instant::now();
+    for _ in 0..reps {
+        m.forward(&mut [SeqInput {
+            seq: &mut seq,
+            nodes: &nodes,
+            want: Want::All,
+        }])
+        .unwrap();
+    }
+    println!(
+        "{:.2} ms per forward",
+        t.elapsed().as_secs_f64() * 1e3 / reps as f64
+    );
+}
