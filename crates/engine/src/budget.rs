@@ -1,18 +1,21 @@
 //! Adaptive draft size.
 //!
-//! Each step the engine picks the draft budget B that maximizes expected tokens per
-//! millisecond, (1 + E[accepted | B]) / cost(1 + B). The cost curve is learned online from
-//! the verify forwards actually timed (seeded with a prior shaped like the measured curve);
-//! acceptance is tracked per depth. When drafting is not expected to pay, B = 0 and the
-//! step is plain decoding, with an occasional cheap probe so a change in the text (a
-//! copied passage starting) is noticed.
+//! The drafter proposes a tree up to the request's node cap; the engine keeps the subtree
+//! that maximizes expected tokens per unit of verify cost, `(1 + E[accepted]) / cost(1 + k)`.
+//! E[accepted] sums each kept node's probability of being accepted: the product, along its
+//! path, of acceptance rates learned online per (source, depth, first-or-later sibling).
+//! The cost curve is learned from the verify forwards actually timed. When no draft is
+//! expected to pay, nothing is drafted and the step is plain decoding, with an occasional
+//! small probe so a change in the text (a copied passage starting) is noticed.
 
-const CANDIDATES: [usize; 11] = [0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32];
-const MAX_DEPTH: usize = 32;
+use specdec_drafters::{DraftTree, Source};
+
 const MAX_NODES: usize = 128;
+const DEPTHS: usize = 16;
+const SOURCES: usize = 5;
 /// Steps without drafting between probes.
 const PROBE_EVERY: usize = 8;
-const PROBE_BUDGET: usize = 3;
+const PROBE_NODES: usize = 3;
 
 /// Forward cost by node count, learned from timed forwards.
 #[derive(Clone, Debug)]
@@ -29,9 +32,9 @@ impl Default for CostModel {
     }
 }
 
-/// The shape measured for this runtime (about 2x at 16 nodes), used until observed.
+/// The shape measured for this runtime (about 3x at 16 nodes), used until observed.
 fn prior(n: usize) -> f64 {
-    1.0 + 0.065 * (n as f64 - 1.0)
+    1.0 + 0.13 * (n as f64 - 1.0)
 }
 
 impl CostModel {
@@ -64,73 +67,116 @@ impl CostModel {
     }
 }
 
-/// Per-request acceptance by depth and the budget decision.
+fn source_index(s: Source) -> usize {
+    match s {
+        Source::Reference => 0,
+        Source::Prompt => 1,
+        Source::Output => 2,
+        Source::Trie => 3,
+        Source::Suffix => 4,
+    }
+}
+
+/// Acceptance rates and the trimming decision of one request.
 #[derive(Clone, Debug)]
 pub struct BudgetPolicy {
-    /// reached[d]: drafts that offered depth d+1 when depth d was accepted.
-    offered: [f64; MAX_DEPTH],
-    accepted: [f64; MAX_DEPTH],
+    /// [source][depth][first sibling?]: (accepted, offered), decayed.
+    rates: Vec<[(f64, f64); 2]>,
     idle_steps: usize,
-    max_budget: usize,
+    max_nodes: usize,
 }
 
 impl BudgetPolicy {
-    pub fn new(max_budget: usize) -> Self {
-        // An optimistic prior (60% per depth, worth 2 observations) lets drafting start.
+    pub fn new(max_nodes: usize) -> Self {
+        // A prior of 50% worth two observations lets drafting start and fade fast.
         BudgetPolicy {
-            offered: [2.0; MAX_DEPTH],
-            accepted: [1.2; MAX_DEPTH],
+            rates: vec![[(1.0, 2.0); 2]; SOURCES * DEPTHS],
             idle_steps: 0,
-            max_budget,
+            max_nodes,
         }
     }
 
-    fn p(&self, d: usize) -> f64 {
-        self.accepted[d] / self.offered[d]
+    /// The most nodes worth asking the drafter for.
+    pub fn cap(&self, remaining: usize) -> usize {
+        self.max_nodes.min(remaining.saturating_sub(1))
     }
 
-    /// Expected accepted tokens of a chain-like draft of `budget` nodes.
-    fn expected(&self, budget: usize) -> f64 {
-        let (mut e, mut reach) = (0.0, 1.0);
-        for d in 0..budget.min(MAX_DEPTH) {
-            reach *= self.p(d);
-            e += reach;
+    fn key(tree: &DraftTree, i: usize, depth: usize) -> (usize, usize) {
+        let n = &tree.nodes[i];
+        let first = tree.children(n.parent).next() == Some(i);
+        (
+            source_index(n.source) * DEPTHS + (depth - 1).min(DEPTHS - 1),
+            usize::from(!first),
+        )
+    }
+
+    fn rate(&self, k: (usize, usize)) -> f64 {
+        let (a, o) = self.rates[k.0][k.1];
+        a / o
+    }
+
+    /// Keeps the part of `tree` worth verifying (possibly nothing).
+    pub fn trim(&mut self, tree: DraftTree, cost: &CostModel) -> DraftTree {
+        if tree.is_empty() {
+            return tree;
         }
-        e
-    }
-
-    /// The budget for the next step, never above `remaining - 1` (tokens still wanted
-    /// beyond the bonus).
-    pub fn choose(&mut self, cost: &CostModel, remaining: usize) -> usize {
-        let cap = self.max_budget.min(remaining.saturating_sub(1));
-        let mut best = (1.0 / cost.relative(1), 0);
-        for &b in CANDIDATES.iter().filter(|&&b| b > 0 && b <= cap) {
-            let rate = (1.0 + self.expected(b)) / cost.relative(1 + b);
-            if rate > best.0 * 1.02 {
-                best = (rate, b);
+        let depths = tree.depths();
+        let mut reach = vec![0f64; tree.len()];
+        for i in 0..tree.len() {
+            let parent = tree.nodes[i].parent.map_or(1.0, |p| reach[p as usize]);
+            reach[i] = parent * self.rate(Self::key(&tree, i, depths[i]));
+        }
+        // Best first; a parent's reach is never below its child's, and ties keep DFS
+        // order, so every prefix of this order is a connected subtree.
+        let mut order: Vec<usize> = (0..tree.len()).collect();
+        order.sort_by(|&a, &b| reach[b].total_cmp(&reach[a]).then(a.cmp(&b)));
+        let (mut best_k, mut best_rate, mut expected) = (0, 1.0 / cost.relative(1), 0.0);
+        for (k, &i) in order.iter().enumerate().take(self.max_nodes) {
+            expected += reach[i];
+            let rate = (1.0 + expected) / cost.relative(k + 2);
+            if rate > best_rate * 1.01 {
+                (best_k, best_rate) = (k + 1, rate);
             }
         }
-        if best.1 == 0 {
+        if best_k == 0 {
             self.idle_steps += 1;
-            if self.idle_steps.is_multiple_of(PROBE_EVERY) {
-                return PROBE_BUDGET.min(cap);
+            if !self.idle_steps.is_multiple_of(PROBE_EVERY) {
+                return DraftTree::default();
             }
+            best_k = PROBE_NODES.min(tree.len());
         } else {
             self.idle_steps = 0;
         }
-        best.1
+        let mut keep = vec![false; tree.len()];
+        order[..best_k].iter().for_each(|&i| keep[i] = true);
+        let mut new_index = vec![u32::MAX; tree.len()];
+        let mut nodes = Vec::with_capacity(best_k);
+        for (i, n) in tree.nodes.iter().enumerate() {
+            if keep[i] {
+                new_index[i] = nodes.len() as u32;
+                let mut n = *n;
+                n.parent = n.parent.map(|p| new_index[p as usize]);
+                nodes.push(n);
+            }
+        }
+        DraftTree { nodes }
     }
 
-    /// Records a verified draft: `max_depth` the deepest drafted node, `accepted` how many
-    /// were accepted (a path, so depths 1..=accepted).
-    pub fn observe(&mut self, max_depth: usize, accepted: usize) {
-        for d in 0..max_depth.min(MAX_DEPTH) {
-            if d > accepted {
-                break;
+    /// Learns from a verified tree: every node whose parent was accepted (or that hung
+    /// from the context) was offered; those on `accepted` (draft indices) were accepted.
+    pub fn observe(&mut self, tree: &DraftTree, accepted: &[usize]) {
+        let depths = tree.depths();
+        let mut on_path = vec![false; tree.len()];
+        accepted.iter().for_each(|&i| on_path[i] = true);
+        for i in 0..tree.len() {
+            let offered = tree.nodes[i].parent.is_none_or(|p| on_path[p as usize]);
+            if offered {
+                let k = Self::key(tree, i, depths[i]);
+                let (a, o) = &mut self.rates[k.0][k.1];
+                // Decay old evidence so the policy follows the text.
+                *a = 0.95 * *a + f64::from(u8::from(on_path[i]));
+                *o = 0.95 * *o + 1.0;
             }
-            // Decay old evidence so the policy follows the text.
-            self.offered[d] = 0.9 * self.offered[d] + 1.0;
-            self.accepted[d] = 0.9 * self.accepted[d] + if d < accepted { 1.0 } else { 0.0 };
         }
     }
 }
@@ -138,20 +184,52 @@ impl BudgetPolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use specdec_drafters::DraftNode;
+
+    fn chain(n: usize) -> DraftTree {
+        DraftTree {
+            nodes: (0..n)
+                .map(|i| DraftNode {
+                    token: i as u32,
+                    parent: i.checked_sub(1).map(|p| p as u32),
+                    source: Source::Reference,
+                    score: 0.5,
+                })
+                .collect(),
+        }
+    }
 
     #[test]
     fn poor_acceptance_turns_drafting_off_and_good_acceptance_on() {
         let cost = CostModel::default();
         let mut p = BudgetPolicy::new(32);
-        for _ in 0..50 {
-            p.observe(8, 0);
+        for _ in 0..60 {
+            p.observe(&chain(8), &[]);
         }
-        assert_eq!(p.choose(&cost, 100), 0);
-        for _ in 0..50 {
-            p.observe(16, 16);
+        let kept: Vec<usize> = (0..PROBE_EVERY)
+            .map(|_| p.trim(chain(8), &cost).len())
+            .collect();
+        assert!(
+            kept.iter().filter(|&&k| k == 0).count() >= PROBE_EVERY - 1,
+            "{kept:?}"
+        );
+        for _ in 0..60 {
+            p.observe(&chain(16), &(0..16).collect::<Vec<_>>());
         }
-        assert!(p.choose(&cost, 100) >= 8);
-        assert!(p.choose(&cost, 3) <= 2, "never drafts past what is wanted");
+        assert!(p.trim(chain(16), &cost).len() >= 8);
+    }
+
+    #[test]
+    fn trimming_keeps_a_connected_prefix_in_dfs_order() {
+        let mut p = BudgetPolicy::new(32);
+        for _ in 0..30 {
+            p.observe(&chain(4), &[0, 1]);
+        }
+        let t = p.trim(chain(12), &CostModel::default());
+        assert!(!t.is_empty() && t.len() < 12);
+        for (i, n) in t.nodes.iter().enumerate() {
+            assert_eq!(n.parent, i.checked_sub(1).map(|p| p as u32));
+        }
     }
 
     #[test]

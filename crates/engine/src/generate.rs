@@ -216,12 +216,12 @@ impl<'m> Engine<'m> {
             loop {
                 let remaining = req.max_tokens - out.tokens.len();
                 let room = self.model.config().context_length - seq.len();
-                let budget = {
-                    let cost = self.cost.lock().unwrap_or_else(|e| e.into_inner());
-                    policy.choose(&cost, remaining).min(room.saturating_sub(1))
-                };
+                let cap = policy.cap(remaining).min(room.saturating_sub(1));
                 let tree = match drafter.as_deref_mut() {
-                    Some(d) if budget > 0 => trimmed(d.draft(&context, budget), budget),
+                    Some(d) if cap > 0 => {
+                        let cost = self.cost.lock().unwrap_or_else(|e| e.into_inner());
+                        policy.trim(trimmed(d.draft(&context, cap), cap), &cost)
+                    }
                     _ => DraftTree::default(),
                 };
                 let (tokens, parents) = flatten(pending, &tree);
@@ -244,10 +244,7 @@ impl<'m> Engine<'m> {
                 seq.commit(&path)?;
                 let draft_accepted: Vec<usize> = verdict.accepted.iter().map(|&i| i - 1).collect();
                 stats.record(&tree, &draft_accepted);
-                let max_depth = tree.depths().into_iter().max().unwrap_or(0);
-                if !tree.is_empty() {
-                    policy.observe(max_depth, verdict.accepted.len());
-                }
+                policy.observe(&tree, &draft_accepted);
                 let emitted = verdict.emitted(&vt);
                 let mut done = None;
                 let mut committed = 0;

@@ -9,7 +9,11 @@ fn main() {
     let path = specdec_model_store::resolve(None, true).expect("model");
     let m = Model::load_with(path, Executor::new(2)).expect("load");
     let mut seq = m.new_sequence();
-    let prefix: Vec<u32> = (0..100).map(|i| 1000 + i * 7).collect();
+    let plen: usize = std::env::var("PREFIX")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100);
+    let prefix: Vec<u32> = (0..plen as u32).map(|i| 1000 + i * 7).collect();
     m.forward(&mut [SeqInput {
         seq: &mut seq,
         nodes: &Node::chain(&prefix),
