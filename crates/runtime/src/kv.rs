@@ -1,10 +1,17 @@
 //! Per-sequence KV cache with a scratch area for draft nodes and commit.
 //!
-//! Rows `0..len` hold the committed tokens in order. A forward writes its nodes' keys and
-//! values into the scratch rows `len..len + nodes` (node j at row `len + j`); `commit` then
-//! gathers the accepted root-to-leaf path to rows `len..len + path.len()`. Accepted nodes
-//! come in increasing flat order and land at or below their scratch row, so the gather is
-//! in place and touches at most path-length rows per layer.
+//! Positions `0..len` hold the committed tokens in order. A forward writes its nodes' keys
+//! and values at the scratch positions `len..len + nodes` (node j at `len + j`); `commit`
+//! then gathers the accepted root-to-leaf path to positions `len..len + path.len()`.
+//! Accepted nodes come in increasing flat order and land at or below their scratch
+//! position, so the gather is in place and touches at most path-length positions.
+//!
+//! Keys are stored transposed in blocks of 16 positions (`[block][kv_dim][16]`) so that
+//! attention scores vectorize across positions with contiguous loads and growing the cache
+//! only appends blocks; values are stored by position (`[capacity][kv_dim]`) so weighted
+//! sums vectorize across elements.
+
+use specdec_kernels::kt_index;
 
 use crate::RuntimeError;
 
@@ -12,9 +19,12 @@ use crate::RuntimeError;
 #[derive(Clone)]
 pub struct Sequence {
     pub(crate) len: usize,
-    /// Per layer: keys then values, `capacity` rows of `kv_dim` floats each.
+    /// Per layer, keys in blocks: element e of position p at `kt_index(p, e, kv_dim * 16)`.
     pub(crate) k: Vec<Vec<f32>>,
+    /// Per layer, values by position: element e of position p at `p * kv_dim + e`.
     pub(crate) v: Vec<Vec<f32>>,
+    /// Positions allocated.
+    pub(crate) cap: usize,
     kv_dim: usize,
     max_len: usize,
     /// Parent links of the last forward's nodes, to check commits against.
@@ -30,6 +40,7 @@ impl Sequence {
             len: 0,
             k: vec![Vec::new(); n_layers],
             v: vec![Vec::new(); n_layers],
+            cap: 0,
             kv_dim,
             max_len,
             pending: Vec::new(),
@@ -57,7 +68,7 @@ impl Sequence {
         self.max_len
     }
 
-    /// Makes room for `extra` scratch rows after the committed prefix.
+    /// Makes room for `extra` scratch positions after the committed prefix.
     pub(crate) fn reserve(&mut self, extra: usize) -> Result<(), RuntimeError> {
         let need = self.len + extra;
         if need > self.max_len {
@@ -66,15 +77,39 @@ impl Sequence {
                 limit: self.max_len,
             });
         }
-        let rows = need * self.kv_dim;
-        for buf in self.k.iter_mut().chain(self.v.iter_mut()) {
-            if buf.len() < rows {
-                // Grow geometrically so long generations do not reallocate every step.
-                let target = rows.max(buf.len() * 3 / 2).min(self.max_len * self.kv_dim);
-                buf.resize(target, 0.0);
-            }
+        if need <= self.cap {
+            return Ok(());
         }
+        // Grow geometrically (in whole key blocks) so long generations reallocate rarely.
+        let cap = need
+            .max(self.cap * 3 / 2)
+            .max(64)
+            .min(self.max_len)
+            .next_multiple_of(16);
+        let d = self.kv_dim;
+        for k in &mut self.k {
+            k.resize(d * cap, 0.0);
+        }
+        for v in &mut self.v {
+            v.resize(d * cap, 0.0);
+        }
+        self.cap = cap;
         Ok(())
+    }
+
+    /// Floats between consecutive key blocks.
+    pub(crate) fn key_block_stride(&self) -> usize {
+        self.kv_dim * 16
+    }
+
+    /// Stores the key and value of position `pos` in `layer`.
+    pub(crate) fn write(&mut self, layer: usize, pos: usize, key: &[f32], value: &[f32]) {
+        let (d, bs) = (self.kv_dim, self.key_block_stride());
+        let k = &mut self.k[layer];
+        for (e, &x) in key.iter().enumerate() {
+            k[kt_index(pos, e, bs)] = x;
+        }
+        self.v[layer][pos * d..(pos + 1) * d].copy_from_slice(value);
     }
 
     pub(crate) fn set_pending(&mut self, nodes: &[crate::Node]) {
@@ -97,12 +132,17 @@ impl Sequence {
             }
             prev = Some(j as u32);
         }
-        let d = self.kv_dim;
+        let (d, bs) = (self.kv_dim, self.key_block_stride());
         for (depth, &j) in path.iter().enumerate() {
             if j != depth {
-                let (src, dst) = ((self.len + j) * d, (self.len + depth) * d);
-                for buf in self.k.iter_mut().chain(self.v.iter_mut()) {
-                    buf.copy_within(src..src + d, dst);
+                let (src, dst) = (self.len + j, self.len + depth);
+                for k in &mut self.k {
+                    for e in 0..d {
+                        k[kt_index(dst, e, bs)] = k[kt_index(src, e, bs)];
+                    }
+                }
+                for v in &mut self.v {
+                    v.copy_within(src * d..(src + 1) * d, dst * d);
                 }
             }
             self.tokens.push(self.pending_tokens[j]);

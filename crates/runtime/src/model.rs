@@ -83,9 +83,17 @@ pub struct Model {
     exec: Executor,
 }
 
+/// Per-thread attention buffers, reused across calls.
+#[derive(Default)]
+struct Scratch {
+    scores: Vec<f32>,
+    qs: Vec<f32>,
+    acc: Vec<f32>,
+    inv: Vec<f32>,
+}
+
 thread_local! {
-    /// Attention score scratch, one per kernel thread.
-    static SCORES: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+    static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::new(Scratch::default());
 }
 
 /// Per-row bookkeeping of one forward.
@@ -189,9 +197,8 @@ impl Model {
                 }
                 self.rope.apply(&mut row[..qd + kvd], info.pos);
                 let seq = &mut *inputs[info.item].seq;
-                let slot = (seq.len() + info.node) * kvd;
-                seq.k[li][slot..slot + kvd].copy_from_slice(&row[qd..qd + kvd]);
-                seq.v[li][slot..slot + kvd].copy_from_slice(&row[qd + kvd..]);
+                let slot = seq.len() + info.node;
+                seq.write(li, slot, &row[qd..qd + kvd], &row[qd + kvd..]);
             }
             self.attention(inputs, &rows, &paths, li, &qkv, &mut attn)?;
             self.matmul(&layer.o, &attn, n, &mut qrows, &mut proj)?;
@@ -310,7 +317,9 @@ impl Model {
         Ok(())
     }
 
-    /// Attention of every row, one (row, KV head) item per task on the kernel threads.
+    /// Attention of every row. Work items are (input, KV head, block of rows): a block's
+    /// rows share the input's committed prefix, so each prefix key and value is loaded
+    /// once per block rather than once per row and head.
     fn attention(
         &self,
         inputs: &[SeqInput<'_>],
@@ -320,73 +329,137 @@ impl Model {
         qkv: &[f32],
         attn: &mut [f32],
     ) -> Result<(), RuntimeError> {
+        const BLOCK_ROWS: usize = 8;
         let cfg = &self.config;
-        let (qd, kvd) = (cfg.q_dim(), cfg.kv_dim());
-        let group_width = qd / cfg.n_kv_heads;
-        let seqs: Vec<&Sequence> = inputs.iter().map(|i| &*i.seq).collect();
-        let outs: Vec<std::sync::Mutex<&mut [f32]>> = attn
-            .chunks_exact_mut(group_width)
-            .map(std::sync::Mutex::new)
-            .collect();
+        let (qd, n_kv) = (cfg.q_dim(), cfg.n_kv_heads);
+        let gw = qd / n_kv;
+        // Rows of one input are contiguous; cut them into blocks.
+        let mut blocks: Vec<std::ops::Range<usize>> = Vec::new();
+        let mut start = 0;
+        while start < rows.len() {
+            let item = rows[start].item;
+            let end = rows[start..]
+                .iter()
+                .position(|r| r.item != item)
+                .map_or(rows.len(), |p| start + p);
+            // Enough items to keep every thread busy, few enough to share key loads.
+            let per = ((end - start) * n_kv)
+                .div_ceil(4 * self.exec.threads())
+                .clamp(1, BLOCK_ROWS);
+            let mut b = start;
+            while b < end {
+                blocks.push(b..(b + per).min(end));
+                b += per;
+            }
+            start = end;
+        }
+        let seqs: Vec<(&Sequence, usize)> =
+            inputs.iter().map(|i| (&*i.seq, i.nodes.len())).collect();
+        let out = std::sync::Mutex::new(attn);
         let ops = self.exec.vec_ops();
-        self.exec.for_each(outs.len(), &|item| {
-            let (r, g) = (item / cfg.n_kv_heads, item % cfg.n_kv_heads);
-            let q = &qkv[r * (qd + 2 * kvd)..][..qd];
-            let mut out = outs[item].lock().unwrap_or_else(|e| e.into_inner());
-            SCORES.with(|s| {
-                let seq = seqs[rows[r].item];
+        self.exec.for_each(blocks.len() * n_kv, &|item| {
+            let (block, g) = (blocks[item / n_kv].clone(), item % n_kv);
+            let (seq, nodes) = seqs[rows[block.start].item];
+            SCRATCH.with(|s| {
                 let mut s = s.borrow_mut();
-                self.attend(&ops, seq, layer, g, q, &paths[r], &mut s, &mut out);
+                let res = self.attend_block(
+                    &ops,
+                    (seq, nodes),
+                    layer,
+                    g,
+                    block.clone(),
+                    paths,
+                    qkv,
+                    &mut s,
+                );
+                let mut attn = out.lock().unwrap_or_else(|e| e.into_inner());
+                for (i, r) in block.enumerate() {
+                    attn[r * qd + g * gw..][..gw].copy_from_slice(&res[i * gw..(i + 1) * gw]);
+                }
             });
         })?;
         Ok(())
     }
 
-    /// Attention of one query row's heads sharing KV head `g`, over the committed prefix
-    /// and the node's own path. Keys are visited in position order, so each head's
-    /// reductions match one-token-at-a-time decoding exactly.
+    /// Attention of the rows `block` (one input) for the query heads sharing KV head `g`;
+    /// returns `rows × group × head_dim` outputs. Per head the operations are those of
+    /// decoding the row alone: scores over the committed prefix, then over the node's own
+    /// path, scaled; softmax; values accumulated in the same key order.
     #[allow(clippy::too_many_arguments)]
-    fn attend(
+    fn attend_block<'s>(
         &self,
         ops: &VecOps,
-        seq: &Sequence,
+        (seq, nodes): (&Sequence, usize),
         layer: usize,
         g: usize,
-        q: &[f32],
-        path: &[usize],
-        scores: &mut Vec<f32>,
-        out: &mut [f32],
-    ) {
+        block: std::ops::Range<usize>,
+        paths: &[Vec<usize>],
+        qkv: &[f32],
+        scratch: &'s mut Scratch,
+    ) -> &'s [f32] {
         let cfg = &self.config;
-        let (hd, kvd) = (cfg.head_dim, cfg.kv_dim());
+        let (hd, kvd, qd) = (cfg.head_dim, cfg.kv_dim(), cfg.q_dim());
         let group = cfg.n_heads / cfg.n_kv_heads;
+        let gw = group * hd;
         let scale = 1.0 / (hd as f32).sqrt();
         let base = seq.len();
-        let (k, v) = (&seq.k[layer], &seq.v[layer]);
-        let n_keys = base + path.len();
-        scores.resize(group * n_keys, 0.0);
-        let (kg, vg) = (&k[g * hd..], &v[g * hd..]);
-        for (j, h) in (g * group..(g + 1) * group).enumerate() {
-            let qh = &q[h * hd..(h + 1) * hd];
-            let row = &mut scores[j * n_keys..(j + 1) * n_keys];
-            // The committed prefix is contiguous; the node's own path is not.
-            ops.dot_rows(qh, kg, kvd, &mut row[..base]);
-            for (o, &p) in row[base..].iter_mut().zip(path) {
-                *o = ops.dot(qh, &kg[(base + p) * kvd..][..hd]);
-            }
-            row.iter_mut().for_each(|x| *x *= scale);
+        let bs = seq.key_block_stride();
+        // The group's key elements start g * hd rows into every block.
+        let kt = &seq.k[layer][g * hd * 16..];
+        let vg = &seq.v[layer][g * hd..];
+        let n = block.len();
+        let m = n * group;
+        let path_of = |i: usize| &paths[block.start + i];
+        let Scratch {
+            scores,
+            qs,
+            acc,
+            inv,
+        } = scratch;
+        qs.clear();
+        for r in block.clone() {
+            qs.extend_from_slice(&qkv[r * (qd + 2 * kvd) + g * gw..][..gw]);
         }
-        out.fill(0.0);
-        for (j, row) in scores.chunks_exact_mut(n_keys).enumerate() {
-            let max = row.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x));
-            let sum = ops.exp_sum(row, max);
-            let oh = &mut out[j * hd..(j + 1) * hd];
-            ops.axpy_rows(&row[..base], vg, kvd, oh);
-            for (&w, &p) in row[base..].iter().zip(path) {
-                ops.axpy(w, &vg[(base + p) * kvd..][..hd], oh);
+        // One score row per (row, head) over the prefix and every node of this forward
+        // (all contiguous positions, so one vectorized pass); each row then keeps the
+        // scores of its own path, compacted after the prefix.
+        let stride = base + nodes;
+        scores.resize(m * stride, 0.0);
+        ops.dot_t(qs, m, hd, kt, bs, stride, scores, stride);
+        inv.clear();
+        for i in 0..n {
+            let path = path_of(i);
+            for j in 0..group {
+                let row = &mut scores[(i * group + j) * stride..][..stride];
+                // Path nodes come in increasing order, at or after their compacted slot.
+                for (pi, &p) in path.iter().enumerate() {
+                    row[base + pi] = row[base + p];
+                }
+                let row = &mut row[..base + path.len()];
+                row.iter_mut().for_each(|x| *x *= scale);
+                let max = row.iter().fold(f32::NEG_INFINITY, |a, &x| a.max(x));
+                inv.push(1.0 / ops.exp_sum(row, max));
             }
-            let inv = 1.0 / sum;
-            oh.iter_mut().for_each(|x| *x *= inv);
         }
+        acc.clear();
+        acc.resize(m * hd, 0.0);
+        ops.weighted_sum(scores, stride, m, vg, kvd, base, acc, hd);
+        for i in 0..n {
+            for (pi, &p) in path_of(i).iter().enumerate() {
+                let v = &vg[(base + p) * kvd..][..hd];
+                for j in 0..group {
+                    let r = i * group + j;
+                    ops.axpy(
+                        scores[r * stride + base + pi],
+                        v,
+                        &mut acc[r * hd..(r + 1) * hd],
+                    );
+                }
+            }
+        }
+        for (o, &f) in acc.chunks_exact_mut(hd).zip(inv.iter()) {
+            o.iter_mut().for_each(|x| *x *= f);
+        }
+        acc
     }
 }

@@ -104,6 +104,95 @@ impl VecOps {
         }
     }
 
+    /// Attention scores against keys stored transposed in blocks of 16 positions
+    /// (element d of key s at `kt_index(s, d, block_stride)`):
+    /// `out[i * out_stride + s] = Σ_d qs[i * hd + d] · key_s[d]` for `m` queries and keys
+    /// `0..n`, the sum taken over d in order from +0.0 (a rounded multiply, then a rounded
+    /// add). Vectorized across keys, so no horizontal reductions and contiguous loads;
+    /// `dot_t_one` is the same arithmetic for a single key.
+    #[allow(clippy::too_many_arguments)]
+    pub fn dot_t(
+        &self,
+        qs: &[f32],
+        m: usize,
+        hd: usize,
+        kt: &[f32],
+        stride: usize,
+        n: usize,
+        out: &mut [f32],
+        out_stride: usize,
+    ) {
+        if m == 0 || n == 0 {
+            return;
+        }
+        assert!(m * hd <= qs.len(), "dot_t: queries too short");
+        assert!(
+            kt_index(n - 1, hd - 1, stride) < kt.len() && hd * 16 <= stride,
+            "dot_t: keys too short"
+        );
+        assert!(
+            (m - 1) * out_stride + n <= out.len(),
+            "dot_t: output too short"
+        );
+        match self.isa {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: the Isa is available (see `dot`); bounds were asserted above.
+            Isa::Avx512Vnni => unsafe {
+                x86::dot_t_avx512(qs, m, hd, kt, stride, n, out, out_stride)
+            },
+            _ => {
+                for i in 0..m {
+                    for s in 0..n {
+                        out[i * out_stride + s] = dot_t_one(&qs[i * hd..][..hd], kt, stride, s);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Weighted sums of value rows for `m` outputs: for each key `s` in `0..n` in order,
+    /// `out[i * d..][..d] += ws[i * w_stride + s] * values[s * v_stride..][..d]`, the
+    /// element operations of one `axpy` per (key, output). Outputs are kept in registers
+    /// in small groups so each value row is loaded once per group.
+    #[allow(clippy::too_many_arguments)]
+    pub fn weighted_sum(
+        &self,
+        ws: &[f32],
+        w_stride: usize,
+        m: usize,
+        values: &[f32],
+        v_stride: usize,
+        n: usize,
+        out: &mut [f32],
+        d: usize,
+    ) {
+        if m == 0 || n == 0 {
+            return;
+        }
+        assert!(
+            (m - 1) * w_stride + n <= ws.len(),
+            "weighted_sum: weights too short"
+        );
+        assert!(
+            (n - 1) * v_stride + d <= values.len(),
+            "weighted_sum: values too short"
+        );
+        assert!(m * d <= out.len(), "weighted_sum: output too short");
+        match self.isa {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: the Isa is available (see `dot`); bounds were asserted above.
+            Isa::Avx512Vnni if d == 64 => unsafe {
+                x86::weighted_sum64_avx512(ws, w_stride, m, values, v_stride, n, out)
+            },
+            _ => {
+                for i in 0..m {
+                    let w = &ws[i * w_stride..][..n];
+                    self.axpy_rows(w, values, v_stride, &mut out[i * d..(i + 1) * d]);
+                }
+            }
+        }
+    }
+
     /// SwiGLU: `out[i] = gate[i] / (1 + exp(-gate[i])) * up[i]`, with the same
     /// exponential as `exp_sum`.
     pub fn swiglu(&self, gate: &[f32], up: &[f32], out: &mut [f32]) {
@@ -200,6 +289,23 @@ fn exp_sum_scalar(x: &mut [f32], max: f32) -> f32 {
         }
     }
     fold(lanes)
+}
+
+/// Where element `d` of key `s` lies in a blocked transposed key buffer: blocks of 16
+/// positions, `block_stride` floats apart, each holding 16 consecutive values per element.
+#[inline]
+pub fn kt_index(s: usize, d: usize, block_stride: usize) -> usize {
+    (s / 16) * block_stride + d * 16 + s % 16
+}
+
+/// One score of [`VecOps::dot_t`]: `Σ_d q[d] · key_s[d]`, d in order.
+#[inline]
+pub fn dot_t_one(q: &[f32], kt: &[f32], block_stride: usize, s: usize) -> f32 {
+    let mut acc = 0f32;
+    for (d, &qd) in q.iter().enumerate() {
+        acc += qd * kt[kt_index(s, d, block_stride)];
+    }
+    acc
 }
 
 fn swiglu_scalar(gate: &[f32], up: &[f32], out: &mut [f32]) {
@@ -373,6 +479,105 @@ mod x86 {
     }
 
     /// # Safety
+    /// The CPU must support AVX-512F; the slices hold what `VecOps::dot_t` asserts.
+    #[allow(clippy::too_many_arguments)]
+    #[target_feature(enable = "avx512f")]
+    pub unsafe fn dot_t_avx512(
+        qs: &[f32],
+        m: usize,
+        hd: usize,
+        kt: &[f32],
+        stride: usize,
+        n: usize,
+        out: &mut [f32],
+        out_stride: usize,
+    ) {
+        const Q: usize = 8;
+        let mut s = 0;
+        while s < n {
+            let mask: __mmask16 = if n - s >= 16 {
+                0xFFFF
+            } else {
+                ((1u32 << (n - s)) - 1) as u16
+            };
+            let mut i0 = 0;
+            while i0 < m {
+                let qn = (m - i0).min(Q);
+                let mut acc = [_mm512_setzero_ps(); Q];
+                let block = (s / 16) * stride;
+                for d in 0..hd {
+                    // SAFETY: the mask keeps the load within keys s..n of this block, whose
+                    // elements lie in `kt` (asserted by the caller).
+                    let k = unsafe { _mm512_maskz_loadu_ps(mask, kt.as_ptr().add(block + d * 16)) };
+                    for (i, a) in acc.iter_mut().enumerate().take(qn) {
+                        let q = _mm512_set1_ps(qs[(i0 + i) * hd + d]);
+                        *a = _mm512_add_ps(*a, _mm512_mul_ps(q, k));
+                    }
+                }
+                for (i, a) in acc.iter().enumerate().take(qn) {
+                    // SAFETY: masked store within out[(i0 + i) * out_stride + s..][..n - s].
+                    unsafe {
+                        _mm512_mask_storeu_ps(
+                            out.as_mut_ptr().add((i0 + i) * out_stride + s),
+                            mask,
+                            *a,
+                        )
+                    };
+                }
+                i0 += Q;
+            }
+            s += 16;
+        }
+    }
+
+    /// # Safety
+    /// The CPU must support AVX-512F; the slices hold what `VecOps::weighted_sum` asserts
+    /// for d = 64.
+    #[allow(clippy::too_many_arguments)]
+    #[target_feature(enable = "avx512f")]
+    pub unsafe fn weighted_sum64_avx512(
+        ws: &[f32],
+        w_stride: usize,
+        m: usize,
+        values: &[f32],
+        v_stride: usize,
+        n: usize,
+        out: &mut [f32],
+    ) {
+        const G: usize = 6;
+        let mut i0 = 0;
+        while i0 < m {
+            let g = (m - i0).min(G);
+            let mut acc = [[_mm512_setzero_ps(); 4]; G];
+            for (i, a) in acc.iter_mut().enumerate().take(g) {
+                for (c, v) in a.iter_mut().enumerate() {
+                    // SAFETY: (i0 + i) * 64 + c * 16 + 16 <= m * 64 <= out.len().
+                    *v = unsafe { _mm512_loadu_ps(out.as_ptr().add((i0 + i) * 64 + c * 16)) };
+                }
+            }
+            for s in 0..n {
+                // SAFETY: s * v_stride + 64 <= values.len() (asserted by the caller).
+                let v: [__m512; 4] = std::array::from_fn(|c| unsafe {
+                    _mm512_loadu_ps(values.as_ptr().add(s * v_stride + c * 16))
+                });
+                for (i, a) in acc.iter_mut().enumerate().take(g) {
+                    let w = _mm512_set1_ps(ws[(i0 + i) * w_stride + s]);
+                    for c in 0..4 {
+                        a[c] = _mm512_add_ps(a[c], _mm512_mul_ps(w, v[c]));
+                    }
+                }
+            }
+            for (i, a) in acc.iter().enumerate().take(g) {
+                for (c, v) in a.iter().enumerate() {
+                    // SAFETY: as for the loads above.
+                    unsafe { _mm512_storeu_ps(out.as_mut_ptr().add((i0 + i) * 64 + c * 16), *v) };
+                }
+            }
+            i0 += G;
+        }
+    }
+
+    /// # Safety
     /// The CPU must support AVX-512F; rows `0..out.len()` at `stride` lie in `rows`.
     #[target_feature(enable = "avx512f")]
     pub unsafe fn dot_rows_avx512(q: &[f32], rows: &[f32], stride: usize, out: &mut [f32]) {
@@ -531,6 +736,41 @@ mod tests {
                 assert_eq!(v, e_ref, "{} n={n}", isa.name());
             }
             e.clear();
+            // Multi-output weighted sums equal per-output axpys (d = n here).
+            let (m, nk) = (7usize, 9usize);
+            let ws: Vec<f32> = (0..m * nk).map(|_| rnd()).collect();
+            let vals: Vec<f32> = (0..nk * (n + 3)).map(|_| rnd()).collect();
+            let mut want_w = vec![0.5f32; m * n];
+            for s in 0..nk {
+                for i in 0..m {
+                    axpy_scalar(
+                        ws[i * nk + s],
+                        &vals[s * (n + 3)..][..n],
+                        &mut want_w[i * n..(i + 1) * n],
+                    );
+                }
+            }
+            for isa in Isa::available() {
+                let mut got = vec![0.5f32; m * n];
+                VecOps::new(isa).weighted_sum(&ws, nk, m, &vals, n + 3, nk, &mut got, n);
+                assert_eq!(got, want_w, "{} n={n}", isa.name());
+            }
+            // Transposed-key scores equal the one-key definition.
+            let (m, nk) = (5usize, 37usize);
+            let stride = n * 16 + 32;
+            let qs: Vec<f32> = (0..m * n).map(|_| rnd()).collect();
+            let kt: Vec<f32> = (0..nk.div_ceil(16) * stride).map(|_| rnd()).collect();
+            let mut want_t = vec![0f32; m * nk];
+            for i in 0..m {
+                for s in 0..nk {
+                    want_t[i * nk + s] = dot_t_one(&qs[i * n..][..n], &kt, stride, s);
+                }
+            }
+            for isa in Isa::available() {
+                let mut got = vec![0f32; m * nk];
+                VecOps::new(isa).dot_t(&qs, m, n, &kt, stride, nk, &mut got, nk);
+                assert_eq!(got, want_t, "{} n={n}", isa.name());
+            }
             let g: Vec<f32> = (0..n).map(|_| rnd() * 40.0).collect();
             let u: Vec<f32> = (0..n).map(|_| rnd()).collect();
             let mut want_s = vec![0f32; n];
