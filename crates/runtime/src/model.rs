@@ -284,8 +284,8 @@ impl Model {
         if outs.len() < 4 {
             for (r, out) in outs.into_iter().enumerate() {
                 let gu = &gate_up[r * 2 * f..(r + 1) * 2 * f];
-                let mut out = out.into_inner().unwrap_or_else(|e| e.into_inner());
-                ops.swiglu(&gu[..f], &gu[f..], &mut out);
+                let out = out.into_inner().unwrap_or_else(|e| e.into_inner());
+                ops.swiglu(&gu[..f], &gu[f..], out);
             }
             return Ok(());
         }

@@ -603,7 +603,7 @@ mod x86 {
     pub unsafe fn axpy_rows_avx512(w: &[f32], rows: &[f32], stride: usize, y: &mut [f32]) {
         const MAX: usize = 8;
         let d = y.len();
-        if d % 16 == 0 && d <= 16 * MAX {
+        if d.is_multiple_of(16) && d <= 16 * MAX {
             // Keep y in registers across rows: the same per-element adds, in row order.
             let v = d / 16;
             let mut acc = [_mm512_setzero_ps(); MAX];

@@ -1,0 +1,126 @@
+//! Every draft method through the real model gives exactly the plain output, greedy and
+//! seeded sampling, on prompts that copy (references, code) and prompts that do not.
+
+use std::sync::OnceLock;
+
+use specdec_engine::{new_trie, DraftMethod, Engine, GenerateRequest, SamplingParams};
+use specdec_gguf::GgufFile;
+use specdec_runtime::{Executor, Model};
+use specdec_tokenizer::{ChatMessage, ChatTemplate, Tokenizer};
+
+struct Fixture {
+    model: Model,
+    tokenizer: Tokenizer,
+    template: ChatTemplate,
+}
+
+fn fixture() -> &'static Fixture {
+    static F: OnceLock<Fixture> = OnceLock::new();
+    F.get_or_init(|| {
+        let path = specdec_model_store::resolve(None, true).expect("default model");
+        let file = GgufFile::open(path).unwrap();
+        Fixture {
+            tokenizer: Tokenizer::from_gguf(&file).unwrap(),
+            template: ChatTemplate::from_gguf_or_chatml(&file).unwrap(),
+            model: Model::from_gguf(&file, Executor::new(2)).unwrap(),
+        }
+    })
+}
+
+const DOC: &str = "The with statement simplifies exception handling by encapsulating common \
+preparation and cleanup tasks. It calls the context manager's __enter__ method on entry and \
+its __exit__ method on exit, even when the block raises an exception.";
+
+const CODE: &str = "def add(a, b):\n    return a + b\n\n\ndef mean(values):\n    total = 0\n    \
+for v in values:\n        total = total + v\n    return total / len(values)\n";
+
+fn cases() -> Vec<(String, Vec<String>)> {
+    vec![
+        (
+            format!("Documentation:\n{DOC}\n\nQuestion: What does the with statement do?"),
+            vec![DOC.to_string()],
+        ),
+        (
+            format!("Rewrite this Python code with type hints. Return only the code.\n\n{CODE}"),
+            vec![CODE.to_string()],
+        ),
+        ("Repeat exactly: the quick brown fox jumps over the lazy dog. the quick brown fox jumps over the lazy dog.".into(), vec![]),
+        ("List the days of the week, one per line.".into(), vec![]),
+        ("What is a hash map? Answer briefly.".into(), vec![]),
+    ]
+}
+
+#[test]
+fn every_draft_method_equals_plain_greedy_and_sampled() {
+    let f = fixture();
+    let engine = Engine::new(&f.model, &f.tokenizer);
+    let trie = new_trie();
+    let samplings = [
+        SamplingParams::default(),
+        SamplingParams {
+            temperature: 0.8,
+            top_p: 0.95,
+            seed: 3,
+            ..SamplingParams::default()
+        },
+    ];
+    for (prompt, refs) in cases() {
+        let text = f
+            .template
+            .render(&[ChatMessage::new("user", prompt.as_str())], true)
+            .unwrap();
+        for sampling in &samplings {
+            let req = GenerateRequest {
+                sampling: sampling.clone(),
+                references: refs
+                    .iter()
+                    .map(|r| f.tokenizer.encode(r, false).unwrap())
+                    .collect(),
+                ..GenerateRequest::new(f.tokenizer.encode_prompt(&text).unwrap(), 40)
+            };
+            let plain = engine.generate(&req, None, &mut |_| true).unwrap();
+            for m in DraftMethod::ALL.into_iter().skip(1) {
+                let mut d = m.drafter(&trie);
+                let out = engine
+                    .generate(&req, d.as_deref_mut(), &mut |_| true)
+                    .unwrap();
+                assert_eq!(
+                    out.token_ids,
+                    plain.token_ids,
+                    "{} differs on {prompt:?} (temperature {})",
+                    m.name(),
+                    sampling.temperature
+                );
+                assert_eq!(out.text, plain.text);
+            }
+        }
+    }
+}
+
+#[test]
+fn copying_prompts_are_decoded_in_fewer_forwards() {
+    let f = fixture();
+    let engine = Engine::new(&f.model, &f.tokenizer);
+    let (prompt, refs) = cases().remove(2);
+    let text = f
+        .template
+        .render(&[ChatMessage::new("user", prompt.as_str())], true)
+        .unwrap();
+    let mut req = GenerateRequest::new(f.tokenizer.encode_prompt(&text).unwrap(), 40);
+    req.references = refs
+        .iter()
+        .map(|r| f.tokenizer.encode(r, false).unwrap())
+        .collect();
+    let plain = engine.generate(&req, None, &mut |_| true).unwrap();
+    let mut d = DraftMethod::Auto.drafter(&new_trie());
+    let spec = engine
+        .generate(&req, d.as_deref_mut(), &mut |_| true)
+        .unwrap();
+    assert_eq!(spec.token_ids, plain.token_ids);
+    assert!(
+        spec.spec.accepted_tokens > 0 && spec.forward_passes < plain.forward_passes,
+        "{} forwards vs {}",
+        spec.forward_passes,
+        plain.forward_passes
+    );
+}
