@@ -154,14 +154,27 @@ fn bench_workload_reports_records_and_summary() {
         env!("CARGO_MANIFEST_DIR"),
         "/../../data/workloads/sample.jsonl"
     );
-    let o = specdec(&["bench", "--workload", wl, "--json"]);
+    let o = specdec(&["bench", "--workload", wl, "--draft", "none,auto", "--json"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(v["records"].as_array().unwrap().len(), 3);
-    let s = &v["summary"][0];
-    assert_eq!(s["method"], "none");
-    assert_eq!(s["records"], 3);
-    assert!(s["tokens_per_second"].as_f64().unwrap() > 0.0);
+    let records = v["records"].as_array().unwrap();
+    assert_eq!(records.len(), 6, "3 records x 2 methods");
+    assert!(
+        records.iter().all(|r| r["identical_to_plain"] == true),
+        "{v}"
+    );
+    let (none, auto) = (&v["summary"][0], &v["summary"][1]);
+    assert_eq!(none["method"], "none");
+    assert_eq!(auto["method"], "auto");
+    assert_eq!(auto["records"], 3);
+    assert_eq!(auto["identical_records"], 3);
+    for key in [
+        "speedup_vs_none",
+        "mean_accepted_length",
+        "tokens_per_second",
+    ] {
+        assert!(auto[key].as_f64().unwrap() > 0.0, "{key}: {v}");
+    }
 
     let bad = temp_file("bad.jsonl", b"{\"id\": \"x\", \"promt\": \"typo\"}\n");
     let o = specdec(&["bench", "--workload", bad.to_str().unwrap()]);
