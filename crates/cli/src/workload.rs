@@ -111,8 +111,7 @@ fn divergence(
 }
 
 pub fn run(opts: &Options) -> anyhow::Result<()> {
-    let records = read_jsonl(&opts.path)
-        .with_context(|| format!("reading workload {}", opts.path.display()))?;
+    let records = read_jsonl(&opts.path)?;
     let mut methods = vec![DraftMethod::None];
     methods.extend(opts.methods.iter().filter(|m| **m != DraftMethod::None));
     let loaded = common::load(&opts.model)?;
@@ -121,7 +120,7 @@ pub fn run(opts: &Options) -> anyhow::Result<()> {
     // method produced for the same record.
     let base_trie = opts.drafting.load_trie()?;
     if let Some(warm) = &opts.warm {
-        let recs = read_jsonl(warm).with_context(|| format!("reading {}", warm.display()))?;
+        let recs = read_jsonl(warm)?;
         eprintln!("warming the trie with {} records ...", recs.len());
         for r in &recs {
             let req = request(&loaded, r, opts)?;

@@ -178,5 +178,5 @@ fn bench_workload_reports_records_and_summary() {
 
     let bad = temp_file("bad.jsonl", b"{\"id\": \"x\", \"promt\": \"typo\"}\n");
     let o = specdec(&["bench", "--workload", bad.to_str().unwrap()]);
-    assert_clean_error(&o, "bad workload record");
+    assert_clean_error(&o, "line 1: unknown field `promt`");
 }
