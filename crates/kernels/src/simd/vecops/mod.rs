@@ -1,0 +1,332 @@
+//! f32 vector primitives for attention, with one arithmetic definition for every ISA.
+//!
+//! `dot` keeps 16 partial sums: element i goes to lane i % 16 as `lane + a*b` (a rounded
+//! multiply, then a rounded add; never a fused multiply-add), the last partial chunk padded
+//! with zeros, then lanes are folded in a fixed tree (l + l+8, l + l+4, l + l+2, l + l+1).
+//! A 512-bit register holds the 16 lanes, two 256-bit registers hold them as 0..8 and
+//! 8..16, and the scalar code spells the same sequence out, so all give identical bits.
+//! `axpy` is element-wise and exact to order by construction.
+
+use crate::isa::Isa;
+
+const LANES: usize = 16;
+
+/// Dispatches the vector primitives to one instruction set.
+#[derive(Clone, Copy, Debug)]
+pub struct VecOps {
+    isa: Isa,
+}
+
+impl VecOps {
+    pub(crate) fn new(isa: Isa) -> Self {
+        VecOps { isa }
+    }
+
+    /// Dot product with the fixed 16-lane order described in the module docs.
+    #[inline]
+    pub fn dot(&self, a: &[f32], b: &[f32]) -> f32 {
+        let n = a.len().min(b.len());
+        let (a, b) = (&a[..n], &b[..n]);
+        match self.isa {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: an executor only holds an Isa that `is_available()` confirmed.
+            Isa::Avx512Vnni => unsafe { x86::dot_avx512(a, b) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as above; AVX-VNNI and AVX2 paths both imply AVX2.
+            Isa::AvxVnni | Isa::Avx2 => unsafe { x86::dot_avx2(a, b) },
+            _ => dot_scalar(a, b),
+        }
+    }
+
+    /// `out[i] = dot(q, rows[i * stride..][..q.len()])`: many keys against one query in
+    /// one call, so the per-call dispatch is paid once.
+    pub fn dot_rows(&self, q: &[f32], rows: &[f32], stride: usize, out: &mut [f32]) {
+        let d = q.len();
+        if out.is_empty() {
+            return;
+        }
+        assert!(
+            (out.len() - 1) * stride + d <= rows.len(),
+            "dot_rows: rows too short"
+        );
+        match self.isa {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: the Isa is available (see `dot`); every row slice is in bounds
+            // (asserted above).
+            Isa::Avx512Vnni => unsafe { x86::dot_rows_avx512(q, rows, stride, out) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as above.
+            Isa::AvxVnni | Isa::Avx2 => unsafe { x86::dot_rows_avx2(q, rows, stride, out) },
+            _ => {
+                for (i, o) in out.iter_mut().enumerate() {
+                    *o = dot_scalar(q, &rows[i * stride..][..d]);
+                }
+            }
+        }
+    }
+
+    /// `y += w[i] * rows[i * stride..][..y.len()]` for i in order: the same element
+    /// operations as calling `axpy` once per row.
+    pub fn axpy_rows(&self, w: &[f32], rows: &[f32], stride: usize, y: &mut [f32]) {
+        let d = y.len();
+        if w.is_empty() {
+            return;
+        }
+        assert!(
+            (w.len() - 1) * stride + d <= rows.len(),
+            "axpy_rows: rows too short"
+        );
+        match self.isa {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: the Isa is available (see `dot`); every row slice is in bounds.
+            Isa::Avx512Vnni => unsafe { x86::axpy_rows_avx512(w, rows, stride, y) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as above.
+            Isa::AvxVnni | Isa::Avx2 => unsafe { x86::axpy_rows_avx2(w, rows, stride, y) },
+            _ => {
+                for (i, &a) in w.iter().enumerate() {
+                    axpy_scalar(a, &rows[i * stride..][..d], y);
+                }
+            }
+        }
+    }
+
+    /// `x[i] = exp(x[i] - max)` for every element, returning their sum (16 partial sums
+    /// folded like `dot`). The exponential is our own polynomial built from plain f32
+    /// operations, so every instruction set computes the same bits (libm's `expf` would
+    /// not vectorize and costs a call per attention score).
+    pub fn exp_sum(&self, x: &mut [f32], max: f32) -> f32 {
+        match self.isa {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: the Isa is available (see `dot`).
+            Isa::Avx512Vnni => unsafe { x86::exp_sum_avx512(x, max) },
+            _ => exp_sum_scalar(x, max),
+        }
+    }
+
+    /// Attention scores against keys stored transposed in blocks of 16 positions
+    /// (element d of key s at `kt_index(s, d, block_stride)`):
+    /// `out[i * out_stride + s] = Σ_d qs[i * hd + d] · key_s[d]` for `m` queries and keys
+    /// `0..n`, the sum taken over d in order from +0.0 (a rounded multiply, then a rounded
+    /// add). Vectorized across keys, so no horizontal reductions and contiguous loads;
+    /// `dot_t_one` is the same arithmetic for a single key.
+    #[allow(clippy::too_many_arguments)]
+    pub fn dot_t(
+        &self,
+        qs: &[f32],
+        m: usize,
+        hd: usize,
+        kt: &[f32],
+        stride: usize,
+        n: usize,
+        out: &mut [f32],
+        out_stride: usize,
+    ) {
+        if m == 0 || n == 0 {
+            return;
+        }
+        assert!(m * hd <= qs.len(), "dot_t: queries too short");
+        assert!(
+            kt_index(n - 1, hd - 1, stride) < kt.len() && hd * 16 <= stride,
+            "dot_t: keys too short"
+        );
+        assert!(
+            (m - 1) * out_stride + n <= out.len(),
+            "dot_t: output too short"
+        );
+        match self.isa {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: the Isa is available (see `dot`); bounds were asserted above.
+            Isa::Avx512Vnni => unsafe {
+                x86::dot_t_avx512(qs, m, hd, kt, stride, n, out, out_stride)
+            },
+            _ => {
+                for i in 0..m {
+                    for s in 0..n {
+                        out[i * out_stride + s] = dot_t_one(&qs[i * hd..][..hd], kt, stride, s);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Weighted sums of value rows for `m` outputs: for each key `s` in `0..n` in order,
+    /// `out[i * d..][..d] += ws[i * w_stride + s] * values[s * v_stride..][..d]`, the
+    /// element operations of one `axpy` per (key, output). Outputs are kept in registers
+    /// in small groups so each value row is loaded once per group.
+    #[allow(clippy::too_many_arguments)]
+    pub fn weighted_sum(
+        &self,
+        ws: &[f32],
+        w_stride: usize,
+        m: usize,
+        values: &[f32],
+        v_stride: usize,
+        n: usize,
+        out: &mut [f32],
+        d: usize,
+    ) {
+        if m == 0 || n == 0 {
+            return;
+        }
+        assert!(
+            (m - 1) * w_stride + n <= ws.len(),
+            "weighted_sum: weights too short"
+        );
+        assert!(
+            (n - 1) * v_stride + d <= values.len(),
+            "weighted_sum: values too short"
+        );
+        assert!(m * d <= out.len(), "weighted_sum: output too short");
+        match self.isa {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: the Isa is available (see `dot`); bounds were asserted above.
+            Isa::Avx512Vnni if d == 64 => unsafe {
+                x86::weighted_sum_avx512::<4>(ws, w_stride, m, values, v_stride, n, out)
+            },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as above.
+            Isa::Avx512Vnni if d == 32 => unsafe {
+                x86::weighted_sum_avx512::<2>(ws, w_stride, m, values, v_stride, n, out)
+            },
+            _ => {
+                for i in 0..m {
+                    let w = &ws[i * w_stride..][..n];
+                    self.axpy_rows(w, values, v_stride, &mut out[i * d..(i + 1) * d]);
+                }
+            }
+        }
+    }
+
+    /// SwiGLU: `out[i] = gate[i] / (1 + exp(-gate[i])) * up[i]`, with the same
+    /// exponential as `exp_sum`.
+    pub fn swiglu(&self, gate: &[f32], up: &[f32], out: &mut [f32]) {
+        let n = gate.len().min(up.len()).min(out.len());
+        match self.isa {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: the Isa is available (see `dot`).
+            Isa::Avx512Vnni => unsafe { x86::swiglu_avx512(&gate[..n], &up[..n], &mut out[..n]) },
+            _ => swiglu_scalar(&gate[..n], &up[..n], &mut out[..n]),
+        }
+    }
+
+    /// `y[i] += alpha * x[i]`.
+    #[inline]
+    pub fn axpy(&self, alpha: f32, x: &[f32], y: &mut [f32]) {
+        let n = x.len().min(y.len());
+        match self.isa {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: an executor only holds an Isa that `is_available()` confirmed.
+            Isa::Avx512Vnni => unsafe { x86::axpy_avx512(alpha, &x[..n], &mut y[..n]) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as above.
+            Isa::AvxVnni | Isa::Avx2 => unsafe { x86::axpy_avx2(alpha, &x[..n], &mut y[..n]) },
+            _ => axpy_scalar(alpha, &x[..n], &mut y[..n]),
+        }
+    }
+}
+
+fn fold(mut lanes: [f32; LANES]) -> f32 {
+    let mut w = LANES / 2;
+    while w > 0 {
+        for l in 0..w {
+            lanes[l] += lanes[l + w];
+        }
+        w /= 2;
+    }
+    lanes[0]
+}
+
+pub(crate) fn dot_scalar(a: &[f32], b: &[f32]) -> f32 {
+    let mut lanes = [0f32; LANES];
+    for (ca, cb) in a.chunks(LANES).zip(b.chunks(LANES)) {
+        for l in 0..LANES {
+            let (x, y) = (
+                ca.get(l).copied().unwrap_or(0.0),
+                cb.get(l).copied().unwrap_or(0.0),
+            );
+            lanes[l] += x * y;
+        }
+    }
+    fold(lanes)
+}
+
+// exp(x) = 2^n · p(r), n = round(x / ln 2), r = x - n·ln 2 in two parts (Cephes expf).
+const EXP_LO: f32 = -87.0;
+const EXP_HI: f32 = 88.0;
+const LOG2E: f32 = std::f32::consts::LOG2_E;
+/// 1.5 · 2^23: adding and subtracting it rounds to the nearest integer.
+const ROUNDER: f32 = 12_582_912.0;
+const LN2_HI: f32 = 0.693_359_4;
+const LN2_LO: f32 = -2.121_944_4e-4;
+const P: [f32; 6] = [
+    1.987_569_1e-4,
+    1.398_199_9e-3,
+    8.333_452e-3,
+    4.166_579_6e-2,
+    1.666_666_5e-1,
+    5e-1,
+];
+
+#[inline(always)]
+fn exp_scalar(x: f32) -> f32 {
+    let x = x.clamp(EXP_LO, EXP_HI);
+    let n = (x * LOG2E + ROUNDER) - ROUNDER;
+    let r = (x - n * LN2_HI) - n * LN2_LO;
+    let mut p = P[0];
+    for c in &P[1..] {
+        p = p * r + c;
+    }
+    let y = (p * (r * r) + r) + 1.0;
+    y * f32::from_bits(((n as i32 + 127) as u32) << 23)
+}
+
+fn exp_sum_scalar(x: &mut [f32], max: f32) -> f32 {
+    let mut lanes = [0f32; LANES];
+    for chunk in x.chunks_mut(LANES) {
+        for (l, v) in chunk.iter_mut().enumerate() {
+            *v = exp_scalar(*v - max);
+            lanes[l] += *v;
+        }
+        // Padding lanes add +0.0, as the vector code's zeroed lanes do.
+        for lane in lanes.iter_mut().skip(chunk.len()) {
+            *lane += 0.0;
+        }
+    }
+    fold(lanes)
+}
+
+/// Where element `d` of key `s` lies in a blocked transposed key buffer: blocks of 16
+/// positions, `block_stride` floats apart, each holding 16 consecutive values per element.
+#[inline]
+pub fn kt_index(s: usize, d: usize, block_stride: usize) -> usize {
+    (s / 16) * block_stride + d * 16 + s % 16
+}
+
+/// One score of [`VecOps::dot_t`]: `Σ_d q[d] · key_s[d]`, d in order.
+#[inline]
+pub fn dot_t_one(q: &[f32], kt: &[f32], block_stride: usize, s: usize) -> f32 {
+    let mut acc = 0f32;
+    for (d, &qd) in q.iter().enumerate() {
+        acc += qd * kt[kt_index(s, d, block_stride)];
+    }
+    acc
+}
+
+fn swiglu_scalar(gate: &[f32], up: &[f32], out: &mut [f32]) {
+    for ((o, &g), &u) in out.iter_mut().zip(gate).zip(up) {
+        *o = g / (1.0 + exp_scalar(-g)) * u;
+    }
+}
+
+fn axpy_scalar(alpha: f32, x: &[f32], y: &mut [f32]) {
+    for (o, &v) in y.iter_mut().zip(x) {
+        *o += alpha * v;
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86;
+
+#[cfg(test)]
+mod tests;

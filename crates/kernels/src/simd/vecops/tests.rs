@@ -1,0 +1,113 @@
+use super::*;
+
+#[test]
+fn every_isa_gives_the_scalar_bits() {
+    let mut s = 1u32;
+    let mut rnd = || {
+        s = s.wrapping_mul(1664525).wrapping_add(1013904223);
+        (s >> 8) as f32 / (1 << 24) as f32 - 0.5
+    };
+    for n in [1usize, 7, 15, 16, 17, 31, 32, 64, 100, 128] {
+        let a: Vec<f32> = (0..n).map(|_| rnd()).collect();
+        let b: Vec<f32> = (0..n).map(|_| rnd() * 1e3).collect();
+        let want = dot_scalar(&a, &b).to_bits();
+        let mut y0: Vec<f32> = (0..n).map(|_| rnd()).collect();
+        let y_ref = {
+            let mut y = y0.clone();
+            axpy_scalar(0.37, &a, &mut y);
+            y
+        };
+        for isa in Isa::available() {
+            let ops = VecOps::new(isa);
+            assert_eq!(ops.dot(&a, &b).to_bits(), want, "{} n={n}", isa.name());
+            let mut y = y0.clone();
+            ops.axpy(0.37, &a, &mut y);
+            assert_eq!(y, y_ref, "{} n={n}", isa.name());
+        }
+        y0.clear();
+        let mut e: Vec<f32> = (0..n).map(|_| rnd() * 200.0).collect();
+        let mx = e.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+        let mut e_ref = e.clone();
+        let s_ref = exp_sum_scalar(&mut e_ref, mx);
+        for (&got, &orig) in e_ref.iter().zip(&e) {
+            let want = ((orig - mx) as f64).exp();
+            assert!(
+                (got as f64 - want).abs() <= 2e-7 * want.max(1e-30) + 1e-37,
+                "{orig}"
+            );
+        }
+        for isa in Isa::available() {
+            let mut v = e.clone();
+            let s = VecOps::new(isa).exp_sum(&mut v, mx);
+            assert_eq!(s.to_bits(), s_ref.to_bits(), "{} n={n}", isa.name());
+            assert_eq!(v, e_ref, "{} n={n}", isa.name());
+        }
+        e.clear();
+        // Multi-output weighted sums equal per-output axpys (d = n here).
+        let (m, nk) = (7usize, 9usize);
+        let ws: Vec<f32> = (0..m * nk).map(|_| rnd()).collect();
+        let vals: Vec<f32> = (0..nk * (n + 3)).map(|_| rnd()).collect();
+        let mut want_w = vec![0.5f32; m * n];
+        for s in 0..nk {
+            for i in 0..m {
+                axpy_scalar(
+                    ws[i * nk + s],
+                    &vals[s * (n + 3)..][..n],
+                    &mut want_w[i * n..(i + 1) * n],
+                );
+            }
+        }
+        for isa in Isa::available() {
+            let mut got = vec![0.5f32; m * n];
+            VecOps::new(isa).weighted_sum(&ws, nk, m, &vals, n + 3, nk, &mut got, n);
+            assert_eq!(got, want_w, "{} n={n}", isa.name());
+        }
+        // Transposed-key scores equal the one-key definition.
+        let (m, nk) = (5usize, 37usize);
+        let stride = n * 16 + 32;
+        let qs: Vec<f32> = (0..m * n).map(|_| rnd()).collect();
+        let kt: Vec<f32> = (0..nk.div_ceil(16) * stride).map(|_| rnd()).collect();
+        let mut want_t = vec![0f32; m * nk];
+        for i in 0..m {
+            for s in 0..nk {
+                want_t[i * nk + s] = dot_t_one(&qs[i * n..][..n], &kt, stride, s);
+            }
+        }
+        for isa in Isa::available() {
+            let mut got = vec![0f32; m * nk];
+            VecOps::new(isa).dot_t(&qs, m, n, &kt, stride, nk, &mut got, nk);
+            assert_eq!(got, want_t, "{} n={n}", isa.name());
+        }
+        let g: Vec<f32> = (0..n).map(|_| rnd() * 40.0).collect();
+        let u: Vec<f32> = (0..n).map(|_| rnd()).collect();
+        let mut want_s = vec![0f32; n];
+        swiglu_scalar(&g, &u, &mut want_s);
+        for (i, &w) in want_s.iter().enumerate() {
+            let exact = g[i] as f64 / (1.0 + (-g[i] as f64).exp()) * u[i] as f64;
+            assert!((w as f64 - exact).abs() <= 1e-6 * exact.abs() + 1e-30);
+        }
+        for isa in Isa::available() {
+            let mut o = vec![0f32; n];
+            VecOps::new(isa).swiglu(&g, &u, &mut o);
+            assert_eq!(o, want_s, "{} n={n}", isa.name());
+        }
+        let rows: Vec<f32> = (0..n * 5 + 3).map(|_| rnd()).collect();
+        let w: Vec<f32> = (0..5).map(|_| rnd()).collect();
+        let stride = n + 1;
+        let m = (rows.len() - n) / stride + 1;
+        let scalar = VecOps::new(Isa::Scalar);
+        let mut want_d = vec![0f32; m.min(5)];
+        scalar.dot_rows(&a, &rows, stride, &mut want_d);
+        let mut want_y = vec![0.5f32; n];
+        scalar.axpy_rows(&w[..m.min(5)], &rows, stride, &mut want_y);
+        for isa in Isa::available() {
+            let ops = VecOps::new(isa);
+            let mut d = vec![0f32; m.min(5)];
+            ops.dot_rows(&a, &rows, stride, &mut d);
+            assert_eq!(d, want_d, "{} n={n}", isa.name());
+            let mut y = vec![0.5f32; n];
+            ops.axpy_rows(&w[..m.min(5)], &rows, stride, &mut y);
+            assert_eq!(y, want_y, "{} n={n}", isa.name());
+        }
+    }
+}

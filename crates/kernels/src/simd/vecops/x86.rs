@@ -1,0 +1,367 @@
+//! The AVX2 and AVX-512 builds of the vector primitives (same arithmetic as the scalar
+//! definitions in the parent module).
+
+use std::arch::x86_64::*;
+
+/// # Safety
+/// The CPU must support AVX-512F; `a` and `b` have equal lengths.
+#[target_feature(enable = "avx512f")]
+pub unsafe fn dot_avx512(a: &[f32], b: &[f32]) -> f32 {
+    let n = a.len();
+    let mut acc = _mm512_setzero_ps();
+    let mut i = 0;
+    while i + 16 <= n {
+        // SAFETY: i + 16 <= n for both slices.
+        let (x, y) = unsafe {
+            (
+                _mm512_loadu_ps(a.as_ptr().add(i)),
+                _mm512_loadu_ps(b.as_ptr().add(i)),
+            )
+        };
+        acc = _mm512_add_ps(acc, _mm512_mul_ps(x, y));
+        i += 16;
+    }
+    if i < n {
+        let m: __mmask16 = ((1u32 << (n - i)) - 1) as u16;
+        // SAFETY: masked loads read only the n - i valid elements.
+        let (x, y) = unsafe {
+            (
+                _mm512_maskz_loadu_ps(m, a.as_ptr().add(i)),
+                _mm512_maskz_loadu_ps(m, b.as_ptr().add(i)),
+            )
+        };
+        acc = _mm512_add_ps(acc, _mm512_mul_ps(x, y));
+    }
+    let lo = _mm512_castps512_ps256(acc);
+    let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(acc)));
+    fold8(_mm256_add_ps(lo, hi))
+}
+
+/// Folds lanes 0..8 as l + l+4, l + l+2, l + l+1.
+#[target_feature(enable = "avx2")]
+fn fold8(v: __m256) -> f32 {
+    let s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+    let s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    let s1 = _mm_add_ss(s2, _mm_shuffle_ps::<0b01>(s2, s2));
+    _mm_cvtss_f32(s1)
+}
+
+/// # Safety
+/// The CPU must support AVX2; `a` and `b` have equal lengths.
+#[target_feature(enable = "avx2")]
+pub unsafe fn dot_avx2(a: &[f32], b: &[f32]) -> f32 {
+    let n = a.len();
+    let (mut lo, mut hi) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+    let mut pa = [0f32; 16];
+    let mut pb = [0f32; 16];
+    let mut i = 0;
+    while i < n {
+        let (xa, xb): (*const f32, *const f32) = if i + 16 <= n {
+            (a[i..].as_ptr(), b[i..].as_ptr())
+        } else {
+            pa[..n - i].copy_from_slice(&a[i..]);
+            pb[..n - i].copy_from_slice(&b[i..]);
+            (pa.as_ptr(), pb.as_ptr())
+        };
+        // SAFETY: xa/xb point at 16 readable floats (the slice or the padded copy).
+        unsafe {
+            lo = _mm256_add_ps(lo, _mm256_mul_ps(_mm256_loadu_ps(xa), _mm256_loadu_ps(xb)));
+            hi = _mm256_add_ps(
+                hi,
+                _mm256_mul_ps(_mm256_loadu_ps(xa.add(8)), _mm256_loadu_ps(xb.add(8))),
+            );
+        }
+        i += 16;
+    }
+    fold8(_mm256_add_ps(lo, hi))
+}
+
+/// The scalar `exp_scalar` sequence on 16 lanes.
+#[target_feature(enable = "avx512f")]
+fn exp16(v: __m512) -> __m512 {
+    use super::{EXP_HI, EXP_LO, LN2_HI, LN2_LO, LOG2E, P, ROUNDER};
+    let c = |v: f32| _mm512_set1_ps(v);
+    let v = _mm512_min_ps(_mm512_max_ps(v, c(EXP_LO)), c(EXP_HI));
+    let k = _mm512_sub_ps(
+        _mm512_add_ps(_mm512_mul_ps(v, c(LOG2E)), c(ROUNDER)),
+        c(ROUNDER),
+    );
+    let r = _mm512_sub_ps(
+        _mm512_sub_ps(v, _mm512_mul_ps(k, c(LN2_HI))),
+        _mm512_mul_ps(k, c(LN2_LO)),
+    );
+    let mut p = c(P[0]);
+    for &coef in &P[1..] {
+        p = _mm512_add_ps(_mm512_mul_ps(p, r), c(coef));
+    }
+    let y = _mm512_add_ps(
+        _mm512_add_ps(_mm512_mul_ps(p, _mm512_mul_ps(r, r)), r),
+        c(1.0),
+    );
+    let e = _mm512_slli_epi32::<23>(_mm512_add_epi32(
+        _mm512_cvtps_epi32(k),
+        _mm512_set1_epi32(127),
+    ));
+    _mm512_mul_ps(y, _mm512_castsi512_ps(e))
+}
+
+/// # Safety
+/// The CPU must support AVX-512F; the three slices have equal lengths.
+#[target_feature(enable = "avx512f")]
+pub unsafe fn swiglu_avx512(gate: &[f32], up: &[f32], out: &mut [f32]) {
+    let n = gate.len();
+    let mut i = 0;
+    while i < n {
+        let m: __mmask16 = if n - i >= 16 {
+            0xFFFF
+        } else {
+            ((1u32 << (n - i)) - 1) as u16
+        };
+        // SAFETY: masked loads and store touch only the valid elements.
+        unsafe {
+            let g = _mm512_maskz_loadu_ps(m, gate.as_ptr().add(i));
+            let u = _mm512_maskz_loadu_ps(m, up.as_ptr().add(i));
+            let e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), g));
+            let y = _mm512_mul_ps(_mm512_div_ps(g, _mm512_add_ps(_mm512_set1_ps(1.0), e)), u);
+            _mm512_mask_storeu_ps(out.as_mut_ptr().add(i), m, y);
+        }
+        i += 16;
+    }
+}
+
+/// # Safety
+/// The CPU must support AVX-512F.
+#[target_feature(enable = "avx512f")]
+pub unsafe fn exp_sum_avx512(x: &mut [f32], max: f32) -> f32 {
+    let n = x.len();
+    let c = |v: f32| _mm512_set1_ps(v);
+    let mut acc = _mm512_setzero_ps();
+    let mut i = 0;
+    while i < n {
+        let m: __mmask16 = if n - i >= 16 {
+            0xFFFF
+        } else {
+            ((1u32 << (n - i)) - 1) as u16
+        };
+        // SAFETY: the mask limits the load to the valid elements.
+        let v = unsafe { _mm512_maskz_loadu_ps(m, x.as_ptr().add(i)) };
+        let y = exp16(_mm512_sub_ps(v, c(max)));
+        // SAFETY: masked store of the valid elements only.
+        unsafe { _mm512_mask_storeu_ps(x.as_mut_ptr().add(i), m, y) };
+        // Lanes past the end add +0.0, matching the scalar definition.
+        acc = _mm512_add_ps(acc, _mm512_maskz_mov_ps(m, y));
+        i += 16;
+    }
+    let lo = _mm512_castps512_ps256(acc);
+    let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(acc)));
+    fold8(_mm256_add_ps(lo, hi))
+}
+
+/// # Safety
+/// The CPU must support AVX-512F; the slices hold what `VecOps::dot_t` asserts.
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx512f")]
+pub unsafe fn dot_t_avx512(
+    qs: &[f32],
+    m: usize,
+    hd: usize,
+    kt: &[f32],
+    stride: usize,
+    n: usize,
+    out: &mut [f32],
+    out_stride: usize,
+) {
+    const Q: usize = 8;
+    let mut s = 0;
+    while s < n {
+        let mask: __mmask16 = if n - s >= 16 {
+            0xFFFF
+        } else {
+            ((1u32 << (n - s)) - 1) as u16
+        };
+        let mut i0 = 0;
+        while i0 < m {
+            let qn = (m - i0).min(Q);
+            let mut acc = [_mm512_setzero_ps(); Q];
+            let block = (s / 16) * stride;
+            for d in 0..hd {
+                // SAFETY: the mask keeps the load within keys s..n of this block, whose
+                // elements lie in `kt` (asserted by the caller).
+                let k = unsafe { _mm512_maskz_loadu_ps(mask, kt.as_ptr().add(block + d * 16)) };
+                for (i, a) in acc.iter_mut().enumerate().take(qn) {
+                    let q = _mm512_set1_ps(qs[(i0 + i) * hd + d]);
+                    *a = _mm512_add_ps(*a, _mm512_mul_ps(q, k));
+                }
+            }
+            for (i, a) in acc.iter().enumerate().take(qn) {
+                // SAFETY: masked store within out[(i0 + i) * out_stride + s..][..n - s].
+                unsafe {
+                    _mm512_mask_storeu_ps(out.as_mut_ptr().add((i0 + i) * out_stride + s), mask, *a)
+                };
+            }
+            i0 += Q;
+        }
+        s += 16;
+    }
+}
+
+/// # Safety
+/// The CPU must support AVX-512F; the slices hold what `VecOps::weighted_sum` asserts
+/// for d = 16 · C.
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx512f")]
+pub unsafe fn weighted_sum_avx512<const C: usize>(
+    ws: &[f32],
+    w_stride: usize,
+    m: usize,
+    values: &[f32],
+    v_stride: usize,
+    n: usize,
+    out: &mut [f32],
+) {
+    // Accumulators for up to 24 registers' worth of outputs.
+    const MAX_G: usize = 12;
+    let d = 16 * C;
+    let group = (24 / C).min(MAX_G);
+    let mut i0 = 0;
+    while i0 < m {
+        let g = (m - i0).min(group);
+        let mut acc = [[_mm512_setzero_ps(); C]; MAX_G];
+        for (i, a) in acc.iter_mut().enumerate().take(g) {
+            for (c, v) in a.iter_mut().enumerate() {
+                // SAFETY: (i0 + i) * d + c * 16 + 16 <= m * d <= out.len().
+                *v = unsafe { _mm512_loadu_ps(out.as_ptr().add((i0 + i) * d + c * 16)) };
+            }
+        }
+        for s in 0..n {
+            // SAFETY: s * v_stride + d <= values.len() (asserted by the caller).
+            let v: [__m512; C] = std::array::from_fn(|c| unsafe {
+                _mm512_loadu_ps(values.as_ptr().add(s * v_stride + c * 16))
+            });
+            for (i, a) in acc.iter_mut().enumerate().take(g) {
+                let w = _mm512_set1_ps(ws[(i0 + i) * w_stride + s]);
+                for c in 0..C {
+                    a[c] = _mm512_add_ps(a[c], _mm512_mul_ps(w, v[c]));
+                }
+            }
+        }
+        for (i, a) in acc.iter().enumerate().take(g) {
+            for (c, v) in a.iter().enumerate() {
+                // SAFETY: as for the loads above.
+                unsafe { _mm512_storeu_ps(out.as_mut_ptr().add((i0 + i) * d + c * 16), *v) };
+            }
+        }
+        i0 += group;
+    }
+}
+
+/// # Safety
+/// The CPU must support AVX-512F; rows `0..out.len()` at `stride` lie in `rows`.
+#[target_feature(enable = "avx512f")]
+pub unsafe fn dot_rows_avx512(q: &[f32], rows: &[f32], stride: usize, out: &mut [f32]) {
+    for (i, o) in out.iter_mut().enumerate() {
+        // SAFETY: the caller checked the bounds; the feature is enabled here.
+        *o = unsafe { dot_avx512(q, &rows[i * stride..][..q.len()]) };
+    }
+}
+
+/// # Safety
+/// The CPU must support AVX2; rows `0..out.len()` at `stride` lie in `rows`.
+#[target_feature(enable = "avx2")]
+pub unsafe fn dot_rows_avx2(q: &[f32], rows: &[f32], stride: usize, out: &mut [f32]) {
+    for (i, o) in out.iter_mut().enumerate() {
+        // SAFETY: the caller checked the bounds; the feature is enabled here.
+        *o = unsafe { dot_avx2(q, &rows[i * stride..][..q.len()]) };
+    }
+}
+
+/// # Safety
+/// The CPU must support AVX-512F; rows `0..w.len()` at `stride` lie in `rows`.
+#[target_feature(enable = "avx512f")]
+pub unsafe fn axpy_rows_avx512(w: &[f32], rows: &[f32], stride: usize, y: &mut [f32]) {
+    const MAX: usize = 8;
+    let d = y.len();
+    if d.is_multiple_of(16) && d <= 16 * MAX {
+        // Keep y in registers across rows: the same per-element adds, in row order.
+        let v = d / 16;
+        let mut acc = [_mm512_setzero_ps(); MAX];
+        for (j, a) in acc.iter_mut().enumerate().take(v) {
+            // SAFETY: j * 16 + 16 <= d.
+            *a = unsafe { _mm512_loadu_ps(y.as_ptr().add(j * 16)) };
+        }
+        for (i, &a) in w.iter().enumerate() {
+            let av = _mm512_set1_ps(a);
+            let row = &rows[i * stride..][..d];
+            for (j, acc) in acc.iter_mut().enumerate().take(v) {
+                // SAFETY: j * 16 + 16 <= d = row.len().
+                let x = unsafe { _mm512_loadu_ps(row.as_ptr().add(j * 16)) };
+                *acc = _mm512_add_ps(*acc, _mm512_mul_ps(av, x));
+            }
+        }
+        for (j, a) in acc.iter().enumerate().take(v) {
+            // SAFETY: j * 16 + 16 <= d.
+            unsafe { _mm512_storeu_ps(y.as_mut_ptr().add(j * 16), *a) };
+        }
+        return;
+    }
+    for (i, &a) in w.iter().enumerate() {
+        // SAFETY: the caller checked the bounds; the feature is enabled here.
+        unsafe { axpy_avx512(a, &rows[i * stride..][..y.len()], y) };
+    }
+}
+
+/// # Safety
+/// The CPU must support AVX2; rows `0..w.len()` at `stride` lie in `rows`.
+#[target_feature(enable = "avx2")]
+pub unsafe fn axpy_rows_avx2(w: &[f32], rows: &[f32], stride: usize, y: &mut [f32]) {
+    for (i, &a) in w.iter().enumerate() {
+        // SAFETY: the caller checked the bounds; the feature is enabled here.
+        unsafe { axpy_avx2(a, &rows[i * stride..][..y.len()], y) };
+    }
+}
+
+/// # Safety
+/// The CPU must support AVX-512F; `x` and `y` have equal lengths.
+#[target_feature(enable = "avx512f")]
+pub unsafe fn axpy_avx512(alpha: f32, x: &[f32], y: &mut [f32]) {
+    let n = x.len();
+    let a = _mm512_set1_ps(alpha);
+    let mut i = 0;
+    while i + 16 <= n {
+        // SAFETY: i + 16 <= n for both slices.
+        unsafe {
+            let v = _mm512_add_ps(
+                _mm512_loadu_ps(y.as_ptr().add(i)),
+                _mm512_mul_ps(a, _mm512_loadu_ps(x.as_ptr().add(i))),
+            );
+            _mm512_storeu_ps(y.as_mut_ptr().add(i), v);
+        }
+        i += 16;
+    }
+    for j in i..n {
+        y[j] += alpha * x[j];
+    }
+}
+
+/// # Safety
+/// The CPU must support AVX2; `x` and `y` have equal lengths.
+#[target_feature(enable = "avx2")]
+pub unsafe fn axpy_avx2(alpha: f32, x: &[f32], y: &mut [f32]) {
+    let n = x.len();
+    let a = _mm256_set1_ps(alpha);
+    let mut i = 0;
+    while i + 8 <= n {
+        // SAFETY: i + 8 <= n for both slices.
+        unsafe {
+            let v = _mm256_add_ps(
+                _mm256_loadu_ps(y.as_ptr().add(i)),
+                _mm256_mul_ps(a, _mm256_loadu_ps(x.as_ptr().add(i))),
+            );
+            _mm256_storeu_ps(y.as_mut_ptr().add(i), v);
+        }
+        i += 8;
+    }
+    for j in i..n {
+        y[j] += alpha * x[j];
+    }
+}
