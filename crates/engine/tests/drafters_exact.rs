@@ -1,31 +1,10 @@
 //! Every draft method through the real model gives exactly the plain output, greedy and
 //! seeded sampling, on prompts that copy (references, code) and prompts that do not.
 
-use std::sync::OnceLock;
+mod common;
 
+use common::{chat, fixture};
 use specdec_engine::{new_trie, DraftMethod, Engine, GenerateRequest, SamplingParams};
-use specdec_gguf::GgufFile;
-use specdec_runtime::{Executor, Model};
-use specdec_tokenizer::{ChatMessage, ChatTemplate, Tokenizer};
-
-struct Fixture {
-    model: Model,
-    tokenizer: Tokenizer,
-    template: ChatTemplate,
-}
-
-fn fixture() -> &'static Fixture {
-    static F: OnceLock<Fixture> = OnceLock::new();
-    F.get_or_init(|| {
-        let path = specdec_model_store::resolve(None, true).expect("default model");
-        let file = GgufFile::open(path).unwrap();
-        Fixture {
-            tokenizer: Tokenizer::from_gguf(&file).unwrap(),
-            template: ChatTemplate::from_gguf_or_chatml(&file).unwrap(),
-            model: Model::from_gguf(&file, Executor::new(2)).unwrap(),
-        }
-    })
-}
 
 const DOC: &str = "The with statement simplifies exception handling by encapsulating common \
 preparation and cleanup tasks. It calls the context manager's __enter__ method on entry and \
@@ -65,10 +44,7 @@ fn every_draft_method_equals_plain_greedy_and_sampled() {
         },
     ];
     for (prompt, refs) in cases() {
-        let text = f
-            .template
-            .render(&[ChatMessage::new("user", prompt.as_str())], true)
-            .unwrap();
+        let prompt_tokens = chat(f, &prompt);
         for sampling in &samplings {
             let req = GenerateRequest {
                 sampling: sampling.clone(),
@@ -76,7 +52,7 @@ fn every_draft_method_equals_plain_greedy_and_sampled() {
                     .iter()
                     .map(|r| f.tokenizer.encode(r, false).unwrap())
                     .collect(),
-                ..GenerateRequest::new(f.tokenizer.encode_prompt(&text).unwrap(), 40)
+                ..GenerateRequest::new(prompt_tokens.clone(), 40)
             };
             let plain = engine.generate(&req, None, &mut |_| true).unwrap();
             for m in DraftMethod::ALL.into_iter().skip(1) {
@@ -102,11 +78,7 @@ fn copying_prompts_are_decoded_in_fewer_forwards() {
     let f = fixture();
     let engine = Engine::new(&f.model, &f.tokenizer);
     let (prompt, refs) = cases().remove(2);
-    let text = f
-        .template
-        .render(&[ChatMessage::new("user", prompt.as_str())], true)
-        .unwrap();
-    let mut req = GenerateRequest::new(f.tokenizer.encode_prompt(&text).unwrap(), 40);
+    let mut req = GenerateRequest::new(chat(f, &prompt), 40);
     req.references = refs
         .iter()
         .map(|r| f.tokenizer.encode(r, false).unwrap())

@@ -1,40 +1,11 @@
 //! Speculative decoding through the real model equals plain decoding, token for token,
 //! whatever the drafts: right, wrong, or mixed; greedy and seeded sampling.
 
-use std::sync::OnceLock;
+mod common;
 
+use common::{chat, fixture};
 use specdec_drafters::{DraftNode, DraftTree, Drafter, Source};
 use specdec_engine::{Engine, GenerateRequest, Rng, SamplingParams};
-use specdec_gguf::GgufFile;
-use specdec_runtime::{Executor, Model};
-use specdec_tokenizer::{ChatMessage, ChatTemplate, Tokenizer};
-
-struct Fixture {
-    model: Model,
-    tokenizer: Tokenizer,
-    template: ChatTemplate,
-}
-
-fn fixture() -> &'static Fixture {
-    static F: OnceLock<Fixture> = OnceLock::new();
-    F.get_or_init(|| {
-        let path = specdec_model_store::resolve(None, true).expect("default model");
-        let file = GgufFile::open(path).unwrap();
-        Fixture {
-            tokenizer: Tokenizer::from_gguf(&file).unwrap(),
-            template: ChatTemplate::from_gguf_or_chatml(&file).unwrap(),
-            model: Model::from_gguf(&file, Executor::new(2)).unwrap(),
-        }
-    })
-}
-
-fn chat(f: &Fixture, user: &str) -> Vec<u32> {
-    let text = f
-        .template
-        .render(&[ChatMessage::new("user", user)], true)
-        .unwrap();
-    f.tokenizer.encode_prompt(&text).unwrap()
-}
 
 /// Drafts from a known answer (right with probability `p_right` per step) plus random
 /// side branches: a test double for a real drafter.

@@ -167,23 +167,28 @@ fn fetch_into(model: &KnownModel, work: &Path, target: &Path, quiet: bool) -> Re
     Ok(())
 }
 
-/// Checks a file's sha256 against the expected lowercase hex digest.
-pub fn verify_sha256(path: &Path, expected: &str) -> Result<()> {
-    let mut f = std::fs::File::open(path).map_err(io("cannot open", path))?;
+/// Lowercase hex sha256 of a file, read in 1 MiB chunks.
+pub fn sha256_hex(path: &Path) -> std::io::Result<String> {
+    let mut f = std::fs::File::open(path)?;
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
     loop {
-        let n = f.read(&mut buf).map_err(io("cannot read", path))?;
+        let n = f.read(&mut buf)?;
         if n == 0 {
             break;
         }
         hasher.update(&buf[..n]);
     }
-    let actual: String = hasher
+    Ok(hasher
         .finalize()
         .iter()
         .map(|b| format!("{b:02x}"))
-        .collect();
+        .collect())
+}
+
+/// Checks a file's sha256 against the expected lowercase hex digest.
+pub fn verify_sha256(path: &Path, expected: &str) -> Result<()> {
+    let actual = sha256_hex(path).map_err(io("cannot read", path))?;
     if actual != expected {
         return Err(ModelStoreError::Checksum {
             path: path.to_path_buf(),

