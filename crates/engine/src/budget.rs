@@ -16,6 +16,8 @@ const SOURCES: usize = 5;
 /// Steps without drafting between probes.
 const PROBE_EVERY: usize = 8;
 const PROBE_NODES: usize = 3;
+/// Observations' worth of the prior behind every acceptance rate.
+const PRIOR_WEIGHT: f64 = 2.0;
 
 /// Forward cost by node count, learned from timed forwards.
 #[derive(Clone, Debug)]
@@ -88,9 +90,8 @@ pub struct BudgetPolicy {
 
 impl BudgetPolicy {
     pub fn new(max_nodes: usize) -> Self {
-        // A prior of 50% worth two observations lets drafting start and fade fast.
         BudgetPolicy {
-            rates: vec![[(1.0, 2.0); 2]; SOURCES * DEPTHS],
+            rates: vec![[(0.0, 0.0); 2]; SOURCES * DEPTHS],
             idle_steps: 0,
             max_nodes,
         }
@@ -110,9 +111,17 @@ impl BudgetPolicy {
         )
     }
 
+    /// Acceptance rate of a key: its own evidence, shrunk towards the rate one level up
+    /// (or 50% at the first level) with the weight of two observations, so a depth never
+    /// reached yet inherits the acceptance seen just above it.
     fn rate(&self, k: (usize, usize)) -> f64 {
         let (a, o) = self.rates[k.0][k.1];
-        a / o
+        let prior = if k.0.is_multiple_of(DEPTHS) {
+            0.5
+        } else {
+            self.rate((k.0 - 1, k.1))
+        };
+        (a + PRIOR_WEIGHT * prior) / (o + PRIOR_WEIGHT)
     }
 
     /// Keeps the part of `tree` worth verifying (possibly nothing).
