@@ -1,11 +1,11 @@
 //! f32 vector primitives for attention, with one arithmetic definition for every ISA.
 //!
-//! `dot` keeps 16 partial sums: element i goes to lane i % 16 as `lane + a*b` (a rounded
-//! multiply, then a rounded add; never a fused multiply-add), the last partial chunk padded
-//! with zeros, then lanes are folded in a fixed tree (l + l+8, l + l+4, l + l+2, l + l+1).
-//! A 512-bit register holds the 16 lanes, two 256-bit registers hold them as 0..8 and
-//! 8..16, and the scalar code spells the same sequence out, so all give identical bits.
-//! `axpy` is element-wise and exact to order by construction.
+//! Each primitive is defined by its portable code: a rounded multiply then a rounded add
+//! (never a fused multiply-add), in a fixed order. Attention scores (`dot_t`) sum over the
+//! head dimension in order for 16 keys at a time; sums of many values (`exp_sum`) keep 16
+//! partial sums folded in a fixed tree (l + l+8, l + l+4, l + l+2, l + l+1); `axpy` and
+//! `weighted_sum` are element-wise. The vector builds do the same operations per lane, so
+//! every instruction set gives identical bits.
 
 use crate::isa::Isa;
 
@@ -22,49 +22,6 @@ impl VecOps {
         VecOps { isa }
     }
 
-    /// Dot product with the fixed 16-lane order described in the module docs.
-    #[inline]
-    pub fn dot(&self, a: &[f32], b: &[f32]) -> f32 {
-        let n = a.len().min(b.len());
-        let (a, b) = (&a[..n], &b[..n]);
-        match self.isa {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: an executor only holds an Isa that `is_available()` confirmed.
-            Isa::Avx512Vnni => unsafe { x86::dot_avx512(a, b) },
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: as above; AVX-VNNI and AVX2 paths both imply AVX2.
-            Isa::AvxVnni | Isa::Avx2 => unsafe { x86::dot_avx2(a, b) },
-            _ => dot_scalar(a, b),
-        }
-    }
-
-    /// `out[i] = dot(q, rows[i * stride..][..q.len()])`: many keys against one query in
-    /// one call, so the per-call dispatch is paid once.
-    pub fn dot_rows(&self, q: &[f32], rows: &[f32], stride: usize, out: &mut [f32]) {
-        let d = q.len();
-        if out.is_empty() {
-            return;
-        }
-        assert!(
-            (out.len() - 1) * stride + d <= rows.len(),
-            "dot_rows: rows too short"
-        );
-        match self.isa {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: the Isa is available (see `dot`); every row slice is in bounds
-            // (asserted above).
-            Isa::Avx512Vnni => unsafe { x86::dot_rows_avx512(q, rows, stride, out) },
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: as above.
-            Isa::AvxVnni | Isa::Avx2 => unsafe { x86::dot_rows_avx2(q, rows, stride, out) },
-            _ => {
-                for (i, o) in out.iter_mut().enumerate() {
-                    *o = dot_scalar(q, &rows[i * stride..][..d]);
-                }
-            }
-        }
-    }
-
     /// `y += w[i] * rows[i * stride..][..y.len()]` for i in order: the same element
     /// operations as calling `axpy` once per row.
     pub fn axpy_rows(&self, w: &[f32], rows: &[f32], stride: usize, y: &mut [f32]) {
@@ -78,7 +35,7 @@ impl VecOps {
         );
         match self.isa {
             #[cfg(target_arch = "x86_64")]
-            // SAFETY: the Isa is available (see `dot`); every row slice is in bounds.
+            // SAFETY: an executor only holds an Isa that `is_available()` confirmed; every row slice is in bounds.
             Isa::Avx512Vnni => unsafe { x86::axpy_rows_avx512(w, rows, stride, y) },
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above.
@@ -92,13 +49,13 @@ impl VecOps {
     }
 
     /// `x[i] = exp(x[i] - max)` for every element, returning their sum (16 partial sums
-    /// folded like `dot`). The exponential is our own polynomial built from plain f32
+    /// folded in the fixed tree). The exponential is our own polynomial built from plain f32
     /// operations, so every instruction set computes the same bits (libm's `expf` would
     /// not vectorize and costs a call per attention score).
     pub fn exp_sum(&self, x: &mut [f32], max: f32) -> f32 {
         match self.isa {
             #[cfg(target_arch = "x86_64")]
-            // SAFETY: the Isa is available (see `dot`).
+            // SAFETY: an executor only holds an Isa that `is_available()` confirmed.
             Isa::Avx512Vnni => unsafe { x86::exp_sum_avx512(x, max) },
             _ => exp_sum_scalar(x, max),
         }
@@ -136,7 +93,7 @@ impl VecOps {
         );
         match self.isa {
             #[cfg(target_arch = "x86_64")]
-            // SAFETY: the Isa is available (see `dot`); bounds were asserted above.
+            // SAFETY: an executor only holds an Isa that `is_available()` confirmed; bounds were asserted above.
             Isa::Avx512Vnni => unsafe {
                 x86::dot_t_avx512(qs, m, hd, kt, stride, n, out, out_stride)
             },
@@ -180,7 +137,7 @@ impl VecOps {
         assert!(m * d <= out.len(), "weighted_sum: output too short");
         match self.isa {
             #[cfg(target_arch = "x86_64")]
-            // SAFETY: the Isa is available (see `dot`); bounds were asserted above.
+            // SAFETY: an executor only holds an Isa that `is_available()` confirmed; bounds were asserted above.
             Isa::Avx512Vnni if d == 64 => unsafe {
                 x86::weighted_sum_avx512::<4>(ws, w_stride, m, values, v_stride, n, out)
             },
@@ -204,7 +161,7 @@ impl VecOps {
         let n = gate.len().min(up.len()).min(out.len());
         match self.isa {
             #[cfg(target_arch = "x86_64")]
-            // SAFETY: the Isa is available (see `dot`).
+            // SAFETY: an executor only holds an Isa that `is_available()` confirmed.
             Isa::Avx512Vnni => unsafe { x86::swiglu_avx512(&gate[..n], &up[..n], &mut out[..n]) },
             _ => swiglu_scalar(&gate[..n], &up[..n], &mut out[..n]),
         }
@@ -235,20 +192,6 @@ fn fold(mut lanes: [f32; LANES]) -> f32 {
         w /= 2;
     }
     lanes[0]
-}
-
-pub(crate) fn dot_scalar(a: &[f32], b: &[f32]) -> f32 {
-    let mut lanes = [0f32; LANES];
-    for (ca, cb) in a.chunks(LANES).zip(b.chunks(LANES)) {
-        for l in 0..LANES {
-            let (x, y) = (
-                ca.get(l).copied().unwrap_or(0.0),
-                cb.get(l).copied().unwrap_or(0.0),
-            );
-            lanes[l] += x * y;
-        }
-    }
-    fold(lanes)
 }
 
 // exp(x) = 2^n · p(r), n = round(x / ln 2), r = x - n·ln 2 in two parts (Cephes expf).

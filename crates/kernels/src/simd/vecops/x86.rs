@@ -3,40 +3,6 @@
 
 use std::arch::x86_64::*;
 
-/// # Safety
-/// The CPU must support AVX-512F; `a` and `b` have equal lengths.
-#[target_feature(enable = "avx512f")]
-pub unsafe fn dot_avx512(a: &[f32], b: &[f32]) -> f32 {
-    let n = a.len();
-    let mut acc = _mm512_setzero_ps();
-    let mut i = 0;
-    while i + 16 <= n {
-        // SAFETY: i + 16 <= n for both slices.
-        let (x, y) = unsafe {
-            (
-                _mm512_loadu_ps(a.as_ptr().add(i)),
-                _mm512_loadu_ps(b.as_ptr().add(i)),
-            )
-        };
-        acc = _mm512_add_ps(acc, _mm512_mul_ps(x, y));
-        i += 16;
-    }
-    if i < n {
-        let m: __mmask16 = ((1u32 << (n - i)) - 1) as u16;
-        // SAFETY: masked loads read only the n - i valid elements.
-        let (x, y) = unsafe {
-            (
-                _mm512_maskz_loadu_ps(m, a.as_ptr().add(i)),
-                _mm512_maskz_loadu_ps(m, b.as_ptr().add(i)),
-            )
-        };
-        acc = _mm512_add_ps(acc, _mm512_mul_ps(x, y));
-    }
-    let lo = _mm512_castps512_ps256(acc);
-    let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(acc)));
-    fold8(_mm256_add_ps(lo, hi))
-}
-
 /// Folds lanes 0..8 as l + l+4, l + l+2, l + l+1.
 #[target_feature(enable = "avx2")]
 fn fold8(v: __m256) -> f32 {
@@ -44,36 +10,6 @@ fn fold8(v: __m256) -> f32 {
     let s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
     let s1 = _mm_add_ss(s2, _mm_shuffle_ps::<0b01>(s2, s2));
     _mm_cvtss_f32(s1)
-}
-
-/// # Safety
-/// The CPU must support AVX2; `a` and `b` have equal lengths.
-#[target_feature(enable = "avx2")]
-pub unsafe fn dot_avx2(a: &[f32], b: &[f32]) -> f32 {
-    let n = a.len();
-    let (mut lo, mut hi) = (_mm256_setzero_ps(), _mm256_setzero_ps());
-    let mut pa = [0f32; 16];
-    let mut pb = [0f32; 16];
-    let mut i = 0;
-    while i < n {
-        let (xa, xb): (*const f32, *const f32) = if i + 16 <= n {
-            (a[i..].as_ptr(), b[i..].as_ptr())
-        } else {
-            pa[..n - i].copy_from_slice(&a[i..]);
-            pb[..n - i].copy_from_slice(&b[i..]);
-            (pa.as_ptr(), pb.as_ptr())
-        };
-        // SAFETY: xa/xb point at 16 readable floats (the slice or the padded copy).
-        unsafe {
-            lo = _mm256_add_ps(lo, _mm256_mul_ps(_mm256_loadu_ps(xa), _mm256_loadu_ps(xb)));
-            hi = _mm256_add_ps(
-                hi,
-                _mm256_mul_ps(_mm256_loadu_ps(xa.add(8)), _mm256_loadu_ps(xb.add(8))),
-            );
-        }
-        i += 16;
-    }
-    fold8(_mm256_add_ps(lo, hi))
 }
 
 /// The scalar `exp_scalar` sequence on 16 lanes.
@@ -252,26 +188,6 @@ pub unsafe fn weighted_sum_avx512<const C: usize>(
             }
         }
         i0 += group;
-    }
-}
-
-/// # Safety
-/// The CPU must support AVX-512F; rows `0..out.len()` at `stride` lie in `rows`.
-#[target_feature(enable = "avx512f")]
-pub unsafe fn dot_rows_avx512(q: &[f32], rows: &[f32], stride: usize, out: &mut [f32]) {
-    for (i, o) in out.iter_mut().enumerate() {
-        // SAFETY: the caller checked the bounds; the feature is enabled here.
-        *o = unsafe { dot_avx512(q, &rows[i * stride..][..q.len()]) };
-    }
-}
-
-/// # Safety
-/// The CPU must support AVX2; rows `0..out.len()` at `stride` lie in `rows`.
-#[target_feature(enable = "avx2")]
-pub unsafe fn dot_rows_avx2(q: &[f32], rows: &[f32], stride: usize, out: &mut [f32]) {
-    for (i, o) in out.iter_mut().enumerate() {
-        // SAFETY: the caller checked the bounds; the feature is enabled here.
-        *o = unsafe { dot_avx2(q, &rows[i * stride..][..q.len()]) };
     }
 }
 
