@@ -6,10 +6,11 @@
 //! Accepted nodes come in increasing flat order and land at or below their scratch
 //! position, so the gather is in place and touches at most path-length positions.
 //!
-//! Keys are stored transposed in blocks of 16 positions (`[block][kv_dim][16]`) so that
-//! attention scores vectorize across positions with contiguous loads and growing the cache
-//! only appends blocks; values are stored by position (`[capacity][kv_dim]`) so weighted
-//! sums vectorize across elements.
+//! Each KV head has its own buffers, so attention for one head streams contiguous memory.
+//! Keys are stored transposed in blocks of 16 positions (`[block][head_dim][16]`) so that
+//! attention scores vectorize across positions and growing the cache only appends blocks;
+//! values are stored by position (`[capacity][head_dim]`) so weighted sums vectorize
+//! across elements.
 
 use specdec_kernels::kt_index;
 
@@ -19,13 +20,15 @@ use crate::RuntimeError;
 #[derive(Clone)]
 pub struct Sequence {
     pub(crate) len: usize,
-    /// Per layer, keys in blocks: element e of position p at `kt_index(p, e, kv_dim * 16)`.
-    pub(crate) k: Vec<Vec<f32>>,
-    /// Per layer, values by position: element e of position p at `p * kv_dim + e`.
-    pub(crate) v: Vec<Vec<f32>>,
+    /// Per layer and KV head, keys in blocks: element d of position p at
+    /// `kt_index(p, d, head_dim * 16)`.
+    pub(crate) k: Vec<Vec<Vec<f32>>>,
+    /// Per layer and KV head, values by position: element d of position p at
+    /// `p * head_dim + d`.
+    pub(crate) v: Vec<Vec<Vec<f32>>>,
     /// Positions allocated.
     pub(crate) cap: usize,
-    kv_dim: usize,
+    head_dim: usize,
     max_len: usize,
     /// Parent links of the last forward's nodes, to check commits against.
     pub(crate) pending: Vec<Option<u32>>,
@@ -35,13 +38,13 @@ pub struct Sequence {
 }
 
 impl Sequence {
-    pub(crate) fn new(n_layers: usize, kv_dim: usize, max_len: usize) -> Self {
+    pub(crate) fn new(n_layers: usize, n_kv: usize, head_dim: usize, max_len: usize) -> Self {
         Sequence {
             len: 0,
-            k: vec![Vec::new(); n_layers],
-            v: vec![Vec::new(); n_layers],
+            k: vec![vec![Vec::new(); n_kv]; n_layers],
+            v: vec![vec![Vec::new(); n_kv]; n_layers],
             cap: 0,
-            kv_dim,
+            head_dim,
             max_len,
             pending: Vec::new(),
             tokens: Vec::new(),
@@ -86,12 +89,9 @@ impl Sequence {
             .max(64)
             .min(self.max_len)
             .next_multiple_of(16);
-        let d = self.kv_dim;
-        for k in &mut self.k {
-            k.resize(d * cap, 0.0);
-        }
-        for v in &mut self.v {
-            v.resize(d * cap, 0.0);
+        let d = self.head_dim;
+        for buf in self.k.iter_mut().chain(self.v.iter_mut()).flatten() {
+            buf.resize(d * cap, 0.0);
         }
         self.cap = cap;
         Ok(())
@@ -99,17 +99,20 @@ impl Sequence {
 
     /// Floats between consecutive key blocks.
     pub(crate) fn key_block_stride(&self) -> usize {
-        self.kv_dim * 16
+        self.head_dim * 16
     }
 
-    /// Stores the key and value of position `pos` in `layer`.
+    /// Stores the key and value (all KV heads, `n_kv × head_dim` each) of position `pos`.
     pub(crate) fn write(&mut self, layer: usize, pos: usize, key: &[f32], value: &[f32]) {
-        let (d, bs) = (self.kv_dim, self.key_block_stride());
-        let k = &mut self.k[layer];
-        for (e, &x) in key.iter().enumerate() {
-            k[kt_index(pos, e, bs)] = x;
+        let (hd, bs) = (self.head_dim, self.key_block_stride());
+        for (g, kg) in self.k[layer].iter_mut().enumerate() {
+            for (d, &x) in key[g * hd..(g + 1) * hd].iter().enumerate() {
+                kg[kt_index(pos, d, bs)] = x;
+            }
         }
-        self.v[layer][pos * d..(pos + 1) * d].copy_from_slice(value);
+        for (g, vg) in self.v[layer].iter_mut().enumerate() {
+            vg[pos * hd..(pos + 1) * hd].copy_from_slice(&value[g * hd..(g + 1) * hd]);
+        }
     }
 
     pub(crate) fn set_pending(&mut self, nodes: &[crate::Node]) {
@@ -132,16 +135,16 @@ impl Sequence {
             }
             prev = Some(j as u32);
         }
-        let (d, bs) = (self.kv_dim, self.key_block_stride());
+        let (d, bs) = (self.head_dim, self.key_block_stride());
         for (depth, &j) in path.iter().enumerate() {
             if j != depth {
                 let (src, dst) = (self.len + j, self.len + depth);
-                for k in &mut self.k {
+                for k in self.k.iter_mut().flatten() {
                     for e in 0..d {
                         k[kt_index(dst, e, bs)] = k[kt_index(src, e, bs)];
                     }
                 }
-                for v in &mut self.v {
+                for v in self.v.iter_mut().flatten() {
                     v.copy_within(src * d..(src + 1) * d, dst * d);
                 }
             }

@@ -144,7 +144,8 @@ impl Model {
     pub fn new_sequence(&self) -> Sequence {
         Sequence::new(
             self.config.n_layers,
-            self.config.kv_dim(),
+            self.config.n_kv_heads,
+            self.config.head_dim,
             self.config.context_length,
         )
     }
@@ -404,9 +405,7 @@ impl Model {
         let scale = 1.0 / (hd as f32).sqrt();
         let base = seq.len();
         let bs = seq.key_block_stride();
-        // The group's key elements start g * hd rows into every block.
-        let kt = &seq.k[layer][g * hd * 16..];
-        let vg = &seq.v[layer][g * hd..];
+        let (kt, vg) = (&seq.k[layer][g], &seq.v[layer][g]);
         let n = block.len();
         let m = n * group;
         let path_of = |i: usize| &paths[block.start + i];
@@ -443,10 +442,10 @@ impl Model {
         }
         acc.clear();
         acc.resize(m * hd, 0.0);
-        ops.weighted_sum(scores, stride, m, vg, kvd, base, acc, hd);
+        ops.weighted_sum(scores, stride, m, vg, hd, base, acc, hd);
         for i in 0..n {
             for (pi, &p) in path_of(i).iter().enumerate() {
-                let v = &vg[(base + p) * kvd..][..hd];
+                let v = &vg[(base + p) * hd..][..hd];
                 for j in 0..group {
                     let r = i * group + j;
                     ops.axpy(

@@ -27,7 +27,12 @@ fn every_isa_gives_the_scalar_bits() {
         let mut e_ref = e.clone();
         let s_ref = exp_sum_scalar(&mut e_ref, mx);
         for (&got, &orig) in e_ref.iter().zip(&e) {
-            let want = ((orig - mx) as f64).exp();
+            let t = orig - mx;
+            if t < SOFTMAX_FLUSH {
+                assert_eq!(got, 0.0, "{orig}: flushed");
+                continue;
+            }
+            let want = (t as f64).exp();
             assert!(
                 (got as f64 - want).abs() <= 2e-7 * want.max(1e-30) + 1e-37,
                 "{orig}"

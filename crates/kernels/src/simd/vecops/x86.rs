@@ -81,7 +81,10 @@ pub unsafe fn exp_sum_avx512(x: &mut [f32], max: f32) -> f32 {
         };
         // SAFETY: the mask limits the load to the valid elements.
         let v = unsafe { _mm512_maskz_loadu_ps(m, x.as_ptr().add(i)) };
-        let y = exp16(_mm512_sub_ps(v, c(max)));
+        let t = _mm512_sub_ps(v, c(max));
+        // Flush as the scalar code does (t < SOFTMAX_FLUSH gives 0).
+        let keep = _mm512_cmp_ps_mask::<_CMP_NLT_UQ>(t, c(super::SOFTMAX_FLUSH));
+        let y = _mm512_maskz_mov_ps(keep, exp16(t));
         // SAFETY: masked store of the valid elements only.
         unsafe { _mm512_mask_storeu_ps(x.as_mut_ptr().add(i), m, y) };
         // Lanes past the end add +0.0, matching the scalar definition.
