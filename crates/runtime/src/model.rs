@@ -90,6 +90,8 @@ struct Scratch {
     qs: Vec<f32>,
     acc: Vec<f32>,
     inv: Vec<f32>,
+    /// Value rows of one node's path.
+    pv: Vec<f32>,
 }
 
 thread_local! {
@@ -414,6 +416,7 @@ impl Model {
             qs,
             acc,
             inv,
+            pv,
         } = scratch;
         qs.clear();
         for r in block.clone() {
@@ -443,18 +446,27 @@ impl Model {
         acc.clear();
         acc.resize(m * hd, 0.0);
         ops.weighted_sum(scores, stride, m, vg, hd, base, acc, hd);
+        // Each row's own path: its value rows gathered, then the same in-order sums.
         for i in 0..n {
-            for (pi, &p) in path_of(i).iter().enumerate() {
-                let v = &vg[(base + p) * hd..][..hd];
-                for j in 0..group {
-                    let r = i * group + j;
-                    ops.axpy(
-                        scores[r * stride + base + pi],
-                        v,
-                        &mut acc[r * hd..(r + 1) * hd],
-                    );
-                }
+            let path = path_of(i);
+            if path.is_empty() {
+                continue;
             }
+            pv.clear();
+            for &p in path {
+                pv.extend_from_slice(&vg[(base + p) * hd..][..hd]);
+            }
+            let r0 = i * group;
+            ops.weighted_sum(
+                &scores[r0 * stride + base..],
+                stride,
+                group,
+                pv,
+                hd,
+                path.len(),
+                &mut acc[r0 * hd..(r0 + group) * hd],
+                hd,
+            );
         }
         for (o, &f) in acc.chunks_exact_mut(hd).zip(inv.iter()) {
             o.iter_mut().for_each(|x| *x *= f);
