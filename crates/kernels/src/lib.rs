@@ -35,4 +35,4 @@ pub use exec::Executor;
 pub use isa::Isa;
 pub use pack::{PackedMatrix, WeightFormat};
 pub use quant::QuantizedRows;
-pub use simd::vecops::{dot_t_one, kt_index, VecOps};
+pub use simd::vecops::{kt_index, VecOps};

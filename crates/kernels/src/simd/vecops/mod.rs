@@ -24,7 +24,7 @@ impl VecOps {
 
     /// `y += w[i] * rows[i * stride..][..y.len()]` for i in order: the same element
     /// operations as calling `axpy` once per row.
-    pub fn axpy_rows(&self, w: &[f32], rows: &[f32], stride: usize, y: &mut [f32]) {
+    fn axpy_rows(&self, w: &[f32], rows: &[f32], stride: usize, y: &mut [f32]) {
         let d = y.len();
         if w.is_empty() {
             return;
@@ -166,21 +166,6 @@ impl VecOps {
             _ => swiglu_scalar(&gate[..n], &up[..n], &mut out[..n]),
         }
     }
-
-    /// `y[i] += alpha * x[i]`.
-    #[inline]
-    pub fn axpy(&self, alpha: f32, x: &[f32], y: &mut [f32]) {
-        let n = x.len().min(y.len());
-        match self.isa {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: an executor only holds an Isa that `is_available()` confirmed.
-            Isa::Avx512Vnni => unsafe { x86::axpy_avx512(alpha, &x[..n], &mut y[..n]) },
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: as above.
-            Isa::AvxVnni | Isa::Avx2 => unsafe { x86::axpy_avx2(alpha, &x[..n], &mut y[..n]) },
-            _ => axpy_scalar(alpha, &x[..n], &mut y[..n]),
-        }
-    }
 }
 
 fn fold(mut lanes: [f32; LANES]) -> f32 {
@@ -257,7 +242,7 @@ pub fn kt_index(s: usize, d: usize, block_stride: usize) -> usize {
 
 /// One score of [`VecOps::dot_t`]: `Σ_d q[d] · key_s[d]`, d in order.
 #[inline]
-pub fn dot_t_one(q: &[f32], kt: &[f32], block_stride: usize, s: usize) -> f32 {
+pub(crate) fn dot_t_one(q: &[f32], kt: &[f32], block_stride: usize, s: usize) -> f32 {
     let mut acc = 0f32;
     for (d, &qd) in q.iter().enumerate() {
         acc += qd * kt[kt_index(s, d, block_stride)];

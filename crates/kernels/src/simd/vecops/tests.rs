@@ -18,7 +18,7 @@ fn every_isa_gives_the_scalar_bits() {
         for isa in Isa::available() {
             let ops = VecOps::new(isa);
             let mut y = y0.clone();
-            ops.axpy(0.37, &a, &mut y);
+            ops.axpy_rows(&[0.37], &a, n, &mut y);
             assert_eq!(y, y_ref, "{} n={n}", isa.name());
         }
         y0.clear();
