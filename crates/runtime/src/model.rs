@@ -1,5 +1,6 @@
 //! The forward pass over token trees of one or more sequences.
 
+use std::ops::Range;
 use std::path::Path;
 
 use specdec_gguf::GgufFile;
@@ -160,7 +161,10 @@ impl Model {
         let (h, qd, kvd) = (cfg.hidden, cfg.q_dim(), cfg.kv_dim());
         let mut rows = Vec::new();
         let mut paths = Vec::new();
+        // Each input's rows are contiguous: input i's node j is row input_rows[i].start + j.
+        let mut input_rows = Vec::with_capacity(inputs.len());
         for (item, input) in inputs.iter_mut().enumerate() {
+            input_rows.push(rows.len()..rows.len() + input.nodes.len());
             let depths = tree::depths(input.nodes, cfg.vocab)?;
             input.seq.reserve(input.nodes.len())?;
             let base = input.seq.len();
@@ -190,6 +194,7 @@ impl Model {
         let mut proj = vec![0f32; n * h];
         let mut gate_up = vec![0f32; n * 2 * cfg.ffn];
         let mut act = vec![0f32; n * cfg.ffn];
+        let blocks = self.attention_blocks(&input_rows);
         for (li, layer) in self.weights.layers.iter().enumerate() {
             self.norm_rows(&x, &layer.attn_norm, &mut xn);
             self.matmul(&layer.qkv, &xn, n, &mut qrows, &mut qkv)?;
@@ -203,7 +208,7 @@ impl Model {
                 let slot = seq.len() + info.node;
                 seq.write(li, slot, &row[qd..qd + kvd], &row[qd + kvd..]);
             }
-            self.attention(inputs, &rows, &paths, li, &qkv, &mut attn)?;
+            self.attention(inputs, &rows, &blocks, &paths, li, &qkv, &mut attn)?;
             self.matmul(&layer.o, &attn, n, &mut qrows, &mut proj)?;
             x.iter_mut().zip(&proj).for_each(|(x, p)| *x += p);
             self.norm_rows(&x, &layer.ffn_norm, &mut xn);
@@ -215,13 +220,13 @@ impl Model {
         for input in inputs.iter_mut() {
             input.seq.set_pending(input.nodes);
         }
-        self.head(inputs, &rows, &x, &mut qrows)
+        self.head(inputs, &input_rows, &x, &mut qrows)
     }
 
     fn head(
         &self,
         inputs: &[SeqInput<'_>],
-        rows: &[RowInfo],
+        input_rows: &[Range<usize>],
         x: &[f32],
         qrows: &mut QuantizedRows,
     ) -> Result<Vec<Logits>, RuntimeError> {
@@ -243,12 +248,13 @@ impl Model {
         let mut normed = Vec::new();
         for (item, logits) in out.iter().enumerate() {
             for &node in &logits.nodes {
-                let r = rows
-                    .iter()
-                    .position(|ri| ri.item == item && ri.node == node)
-                    .ok_or_else(|| {
-                        RuntimeError::BadTree(format!("logits asked for missing node {node}"))
-                    })?;
+                let rows = &input_rows[item];
+                if node >= rows.len() {
+                    return Err(RuntimeError::BadTree(format!(
+                        "logits asked for missing node {node}"
+                    )));
+                }
+                let r = rows.start + node;
                 picked.push(r);
                 normed.resize(normed.len() + h, 0.0);
                 let len = normed.len();
@@ -278,24 +284,27 @@ impl Model {
         Ok(out)
     }
 
-    /// SwiGLU of every row, rows spread over the kernel threads.
+    /// SwiGLU of every row, rows spread over the kernel threads (a few rows are not worth
+    /// a dispatch).
     fn swiglu_rows(&self, gate_up: &[f32], act: &mut [f32]) -> Result<(), RuntimeError> {
         let f = self.config.ffn;
         let ops = self.exec.vec_ops();
-        let outs: Vec<std::sync::Mutex<&mut [f32]>> =
-            act.chunks_exact_mut(f).map(std::sync::Mutex::new).collect();
-        if outs.len() < 4 {
-            for (r, out) in outs.into_iter().enumerate() {
-                let gu = &gate_up[r * 2 * f..(r + 1) * 2 * f];
-                let out = out.into_inner().unwrap_or_else(|e| e.into_inner());
-                ops.swiglu(&gu[..f], &gu[f..], out);
-            }
+        let row = |r: usize, out: &mut [f32]| {
+            let gu = &gate_up[r * 2 * f..(r + 1) * 2 * f];
+            ops.swiglu(&gu[..f], &gu[f..], out);
+        };
+        let n = act.len() / f;
+        if n < 4 {
+            act.chunks_exact_mut(f)
+                .enumerate()
+                .for_each(|(r, out)| row(r, out));
             return Ok(());
         }
-        self.exec.for_each(outs.len(), &|r| {
-            let gu = &gate_up[r * 2 * f..(r + 1) * 2 * f];
+        let outs: Vec<std::sync::Mutex<&mut [f32]>> =
+            act.chunks_exact_mut(f).map(std::sync::Mutex::new).collect();
+        self.exec.for_each(n, &|r| {
             let mut out = outs[r].lock().unwrap_or_else(|e| e.into_inner());
-            ops.swiglu(&gu[..f], &gu[f..], &mut out);
+            row(r, &mut out);
         })?;
         Ok(())
     }
@@ -320,42 +329,41 @@ impl Model {
         Ok(())
     }
 
-    /// Attention of every row. Work items are (input, KV head, block of rows): a block's
-    /// rows share the input's committed prefix, so each prefix key and value is loaded
-    /// once per block rather than once per row and head.
+    /// Blocks of rows for attention: a block's rows belong to one input and share its
+    /// committed prefix, so each prefix key and value is loaded once per block. Enough
+    /// blocks to keep every thread busy, few enough to share the loads.
+    fn attention_blocks(&self, input_rows: &[Range<usize>]) -> Vec<Range<usize>> {
+        const BLOCK_ROWS: usize = 8;
+        let n_kv = self.config.n_kv_heads;
+        let mut blocks = Vec::new();
+        for rows in input_rows {
+            let per = (rows.len() * n_kv)
+                .div_ceil(4 * self.exec.threads())
+                .clamp(1, BLOCK_ROWS);
+            let mut b = rows.start;
+            while b < rows.end {
+                blocks.push(b..(b + per).min(rows.end));
+                b += per;
+            }
+        }
+        blocks
+    }
+
+    /// Attention of every row; work items are (block of rows, KV head).
+    #[allow(clippy::too_many_arguments)]
     fn attention(
         &self,
         inputs: &[SeqInput<'_>],
         rows: &[RowInfo],
+        blocks: &[Range<usize>],
         paths: &[Vec<usize>],
         layer: usize,
         qkv: &[f32],
         attn: &mut [f32],
     ) -> Result<(), RuntimeError> {
-        const BLOCK_ROWS: usize = 8;
         let cfg = &self.config;
         let (qd, n_kv) = (cfg.q_dim(), cfg.n_kv_heads);
         let gw = qd / n_kv;
-        // Rows of one input are contiguous; cut them into blocks.
-        let mut blocks: Vec<std::ops::Range<usize>> = Vec::new();
-        let mut start = 0;
-        while start < rows.len() {
-            let item = rows[start].item;
-            let end = rows[start..]
-                .iter()
-                .position(|r| r.item != item)
-                .map_or(rows.len(), |p| start + p);
-            // Enough items to keep every thread busy, few enough to share key loads.
-            let per = ((end - start) * n_kv)
-                .div_ceil(4 * self.exec.threads())
-                .clamp(1, BLOCK_ROWS);
-            let mut b = start;
-            while b < end {
-                blocks.push(b..(b + per).min(end));
-                b += per;
-            }
-            start = end;
-        }
         let seqs: Vec<(&Sequence, usize)> =
             inputs.iter().map(|i| (&*i.seq, i.nodes.len())).collect();
         let out = std::sync::Mutex::new(attn);

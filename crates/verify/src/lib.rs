@@ -77,7 +77,8 @@ pub fn verify_strict<'l>(
     params: &SamplingParams,
     rng: &mut Rng,
 ) -> Verdict {
-    let mut recent = context.to_vec();
+    // Only the repetition-penalty window of the context can affect a choice.
+    let mut recent = context[context.len().saturating_sub(params.repeat_last_n)..].to_vec();
     let base = recent.len();
     walk(tree, |node, path| {
         recent.truncate(base);
