@@ -19,6 +19,25 @@ pub enum Value {
 }
 
 impl Value {
+    /// The GGUF type id of this value, as written before it in a file.
+    pub fn type_id(&self) -> u32 {
+        match self {
+            Value::U8(_) => 0,
+            Value::I8(_) => 1,
+            Value::U16(_) => 2,
+            Value::I16(_) => 3,
+            Value::U32(_) => 4,
+            Value::I32(_) => 5,
+            Value::F32(_) => 6,
+            Value::Bool(_) => 7,
+            Value::String(_) => 8,
+            Value::Array(_) => 9,
+            Value::U64(_) => 10,
+            Value::I64(_) => 11,
+            Value::F64(_) => 12,
+        }
+    }
+
     pub fn type_name(&self) -> &'static str {
         match self {
             Value::U8(_) => "u8",

@@ -3,25 +3,6 @@
 
 use specdec_gguf::Value;
 
-/// GGUF metadata value type ids.
-pub fn value_type_id(v: &Value) -> u32 {
-    match v {
-        Value::U8(_) => 0,
-        Value::I8(_) => 1,
-        Value::U16(_) => 2,
-        Value::I16(_) => 3,
-        Value::U32(_) => 4,
-        Value::I32(_) => 5,
-        Value::F32(_) => 6,
-        Value::Bool(_) => 7,
-        Value::String(_) => 8,
-        Value::Array(_) => 9,
-        Value::U64(_) => 10,
-        Value::I64(_) => 11,
-        Value::F64(_) => 12,
-    }
-}
-
 pub struct Tensor {
     pub name: String,
     pub dims: Vec<u64>,
@@ -92,7 +73,7 @@ impl Builder {
         w.len(self.kv.len() as u64);
         for (k, v) in &self.kv {
             w.string(k);
-            w.u32(value_type_id(v));
+            w.u32(v.type_id());
             w.value(v);
         }
         // Offsets relative to the data section, each tensor aligned.
@@ -176,7 +157,7 @@ impl Writer {
             Value::String(s) => self.string(s),
             Value::Array(items) => {
                 // Empty arrays still need an element type; u32 is as good as any.
-                self.u32(items.first().map_or(4, value_type_id));
+                self.u32(items.first().map_or(4, Value::type_id));
                 self.len(items.len() as u64);
                 for item in items {
                     self.value(item);

@@ -7,24 +7,6 @@ mod spm;
 
 use specdec_gguf::{GgufFile, Value};
 
-fn type_id(v: &Value) -> u32 {
-    match v {
-        Value::U8(_) => 0,
-        Value::I8(_) => 1,
-        Value::U16(_) => 2,
-        Value::I16(_) => 3,
-        Value::U32(_) => 4,
-        Value::I32(_) => 5,
-        Value::F32(_) => 6,
-        Value::Bool(_) => 7,
-        Value::String(_) => 8,
-        Value::Array(_) => 9,
-        Value::U64(_) => 10,
-        Value::I64(_) => 11,
-        Value::F64(_) => 12,
-    }
-}
-
 fn put_str(out: &mut Vec<u8>, s: &str) {
     out.extend_from_slice(&(s.len() as u64).to_le_bytes());
     out.extend_from_slice(s.as_bytes());
@@ -43,7 +25,7 @@ fn put_value(out: &mut Vec<u8>, v: &Value) {
         Value::String(s) => put_str(out, s),
         Value::Array(items) => {
             // GGUF arrays are homogeneous; an empty one is written as a string array.
-            let elem = items.first().map_or(8, type_id);
+            let elem = items.first().map_or(8, Value::type_id);
             out.extend_from_slice(&elem.to_le_bytes());
             out.extend_from_slice(&(items.len() as u64).to_le_bytes());
             items.iter().for_each(|item| put_value(out, item));
@@ -62,7 +44,7 @@ pub(crate) fn gguf(kvs: &[(&str, Value)]) -> GgufFile {
     out.extend_from_slice(&(kvs.len() as u64).to_le_bytes());
     for (key, v) in kvs {
         put_str(&mut out, key);
-        out.extend_from_slice(&type_id(v).to_le_bytes());
+        out.extend_from_slice(&v.type_id().to_le_bytes());
         put_value(&mut out, v);
     }
     GgufFile::from_bytes(out).expect("synthetic GGUF parses")
