@@ -167,7 +167,7 @@ impl<'m> Engine<'m> {
             .validate()
             .map_err(EngineError::InvalidRequest)?;
         let limit = self.model.config().context_length;
-        // Draft nodes occupy scratch cache rows past the output.
+        // Drafts never push past this: each step caps its tree by the room left.
         let needed = req.prompt.len() + req.max_tokens;
         if needed > limit {
             return Err(EngineError::ContextOverflow {
