@@ -60,3 +60,22 @@ pub trait Drafter: Send {
     /// The request ended with this output (the drafter may learn from it).
     fn end(&mut self, output: &[u32]);
 }
+
+/// A borrowed drafter is a drafter, so callers can lend theirs to an owning API.
+impl<D: Drafter + ?Sized> Drafter for &mut D {
+    fn name(&self) -> &'static str {
+        (**self).name()
+    }
+    fn begin(&mut self, prompt: &[u32], references: &[Vec<u32>]) {
+        (**self).begin(prompt, references)
+    }
+    fn observe(&mut self, committed: &[u32]) {
+        (**self).observe(committed)
+    }
+    fn draft(&mut self, context: &[u32], budget: usize) -> DraftTree {
+        (**self).draft(context, budget)
+    }
+    fn end(&mut self, output: &[u32]) {
+        (**self).end(output)
+    }
+}

@@ -10,7 +10,8 @@
 
 use specdec_drafters::{DraftTree, Source};
 
-const MAX_NODES: usize = 128;
+/// Largest forward (rows, all sequences of a batch) the cost curve tracks.
+const MAX_NODES: usize = 512;
 const DEPTHS: usize = 16;
 const SOURCES: usize = 5;
 /// Steps without drafting between probes.
@@ -69,6 +70,23 @@ impl CostModel {
     }
 }
 
+/// What the members of a batch planned so far put in the next forward.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BatchLoad {
+    /// Rows of the forward.
+    pub rows: usize,
+    /// Tokens those rows are expected to emit.
+    pub expected: f64,
+}
+
+impl BatchLoad {
+    /// One decode step: its pending token plus `nodes` draft nodes.
+    pub fn add(&mut self, nodes: usize, expected: f64) {
+        self.rows += 1 + nodes;
+        self.expected += 1.0 + expected;
+    }
+}
+
 fn source_index(s: Source) -> usize {
     match s {
         Source::Reference => 0,
@@ -124,9 +142,13 @@ impl BudgetPolicy {
         (a + PRIOR_WEIGHT * prior) / (o + PRIOR_WEIGHT)
     }
 
-    /// Keeps the part of `tree` worth verifying (possibly nothing).
-    pub fn trim(&mut self, tree: DraftTree, cost: &CostModel) -> DraftTree {
+    /// Keeps the part of `tree` worth verifying (possibly nothing) and adds the step to
+    /// `load`. Alone, that maximizes this request's tokens per cost; in a batch, the
+    /// batch's: `(load.expected + 1 + E) / cost(load.rows + 1 + k)`, so a draft that pays
+    /// alone can be dropped when other rows already fill the forward.
+    pub fn trim(&mut self, tree: DraftTree, cost: &CostModel, load: &mut BatchLoad) -> DraftTree {
         if tree.is_empty() {
+            load.add(0, 0.0);
             return tree;
         }
         let depths = tree.depths();
@@ -139,10 +161,12 @@ impl BudgetPolicy {
         // order, so every prefix of this order is a connected subtree.
         let mut order: Vec<usize> = (0..tree.len()).collect();
         order.sort_by(|&a, &b| reach[b].total_cmp(&reach[a]).then(a.cmp(&b)));
-        let (mut best_k, mut best_rate, mut expected) = (0, 1.0 / cost.relative(1), 0.0);
+        let base = load.expected + 1.0;
+        let (mut best_k, mut best_rate) = (0, base / cost.relative(load.rows + 1));
+        let mut expected = 0.0;
         for (k, &i) in order.iter().enumerate().take(self.max_nodes) {
             expected += reach[i];
-            let rate = (1.0 + expected) / cost.relative(k + 2);
+            let rate = (base + expected) / cost.relative(load.rows + k + 2);
             if rate > best_rate * 1.01 {
                 (best_k, best_rate) = (k + 1, rate);
             }
@@ -150,12 +174,14 @@ impl BudgetPolicy {
         if best_k == 0 {
             self.idle_steps += 1;
             if !self.idle_steps.is_multiple_of(PROBE_EVERY) {
+                load.add(0, 0.0);
                 return DraftTree::default();
             }
             best_k = PROBE_NODES.min(tree.len());
         } else {
             self.idle_steps = 0;
         }
+        load.add(best_k, order[..best_k].iter().map(|&i| reach[i]).sum());
         let mut keep = vec![false; tree.len()];
         order[..best_k].iter().for_each(|&i| keep[i] = true);
         let mut new_index = vec![u32::MAX; tree.len()];
@@ -216,7 +242,7 @@ mod tests {
             p.observe(&chain(8), &[]);
         }
         let kept: Vec<usize> = (0..PROBE_EVERY)
-            .map(|_| p.trim(chain(8), &cost).len())
+            .map(|_| p.trim(chain(8), &cost, &mut BatchLoad::default()).len())
             .collect();
         assert!(
             kept.iter().filter(|&&k| k == 0).count() >= PROBE_EVERY - 1,
@@ -225,7 +251,7 @@ mod tests {
         for _ in 0..60 {
             p.observe(&chain(16), &(0..16).collect::<Vec<_>>());
         }
-        assert!(p.trim(chain(16), &cost).len() >= 8);
+        assert!(p.trim(chain(16), &cost, &mut BatchLoad::default()).len() >= 8);
     }
 
     #[test]
@@ -234,7 +260,7 @@ mod tests {
         for _ in 0..30 {
             p.observe(&chain(4), &[0, 1]);
         }
-        let t = p.trim(chain(12), &CostModel::default());
+        let t = p.trim(chain(12), &CostModel::default(), &mut BatchLoad::default());
         assert!(!t.is_empty() && t.len() < 12);
         for (i, n) in t.nodes.iter().enumerate() {
             assert_eq!(n.parent, i.checked_sub(1).map(|p| p as u32));

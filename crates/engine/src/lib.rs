@@ -3,11 +3,13 @@
 
 pub mod budget;
 mod generate;
+mod generation;
 mod method;
 pub mod stats;
 pub mod stop;
 
 pub use generate::{Engine, FinishReason, GenerateOutput, GenerateRequest};
+pub use generation::{Generation, Sink};
 pub use method::{new_trie, DraftMethod};
 pub use specdec_verify::{sampling, Rng, SamplingParams};
 pub use stats::SpecStats;

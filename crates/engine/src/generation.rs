@@ -1,0 +1,329 @@
+//! One request in flight: its cache, drafter, sampler state and output, advanced one
+//! forward at a time by [`Engine::step`](crate::Engine::step).
+//!
+//! The last emitted token is *pending*: it is not in the cache yet. Each decode step
+//! forwards `[pending] + draft tree`, verifies the tree against the target's choices,
+//! commits the pending token and the accepted path, and the bonus token becomes the new
+//! pending one. Plain decoding is the same step with an empty tree.
+
+use std::time::{Duration, Instant};
+
+use specdec_drafters::{DraftTree, Drafter};
+use specdec_runtime::{Logits, Node, Sequence, Want};
+use specdec_tokenizer::{StreamDecoder, Tokenizer};
+use specdec_verify::{verify_strict, Rng, VerifyTree};
+
+use crate::budget::{BatchLoad, BudgetPolicy, CostModel};
+use crate::generate::{FinishReason, GenerateOutput, GenerateRequest};
+use crate::stats::SpecStats;
+use crate::stop::{StopEvent, StopMatcher};
+use crate::EngineError;
+
+/// Prompt tokens evaluated per forward during prefill; any size gives the same bits.
+pub(crate) const PREFILL_CHUNK: usize = 128;
+
+/// Receives text as it becomes final; returns `false` to cancel the request.
+pub type Sink<'a> = Box<dyn FnMut(&str) -> bool + 'a>;
+
+/// Text-side state of one request: decoding, stop strings and the sink.
+struct Output<'a> {
+    tokens: Vec<u32>,
+    text: String,
+    decoder: StreamDecoder,
+    stops: StopMatcher,
+    stopped_by_string: bool,
+    sink: Sink<'a>,
+}
+
+impl Output<'_> {
+    /// Emits one token; `Some` when generation must end.
+    fn push(&mut self, tok: &Tokenizer, token: u32, max: usize) -> Option<FinishReason> {
+        if tok.stop_ids().contains(&token) {
+            return Some(FinishReason::Stop);
+        }
+        self.tokens.push(token);
+        let piece = self.decoder.push(tok, token);
+        match self.stops.push(&piece) {
+            StopEvent::Text(t) => {
+                self.text.push_str(&t);
+                if !t.is_empty() && !(self.sink)(&t) {
+                    return Some(FinishReason::Cancelled);
+                }
+            }
+            StopEvent::Stopped(t) => {
+                self.text.push_str(&t);
+                if !t.is_empty() {
+                    (self.sink)(&t);
+                }
+                self.stopped_by_string = true;
+                return Some(FinishReason::Stop);
+            }
+        }
+        (self.tokens.len() >= max).then_some(FinishReason::Length)
+    }
+
+    /// Releases held text once generation ended for a reason other than a stop string.
+    fn finish(&mut self, tok: &Tokenizer, reason: FinishReason) {
+        if self.stopped_by_string {
+            return;
+        }
+        let decoder = std::mem::replace(&mut self.decoder, StreamDecoder::new(true));
+        let tail = decoder.finish(tok);
+        let tail = match self.stops.push(&tail) {
+            StopEvent::Text(t) => t + &self.stops.finish(),
+            StopEvent::Stopped(t) => t,
+        };
+        if !tail.is_empty() && reason != FinishReason::Cancelled {
+            (self.sink)(&tail);
+        }
+        self.text.push_str(&tail);
+    }
+}
+
+/// What a generation contributes to the next forward.
+enum Plan {
+    /// The next chunk of the prompt (all but its last token) goes into the cache.
+    Prefill(usize),
+    /// `[pending] + tree`, flattened: node 0 is the pending token, draft node i is i + 1.
+    Decode {
+        tree: DraftTree,
+        tokens: Vec<u32>,
+        parents: Vec<Option<u32>>,
+    },
+}
+
+/// One request being generated. Created by [`Engine::start`](crate::Engine::start).
+pub struct Generation<'a> {
+    req: GenerateRequest,
+    seq: Sequence,
+    prefilled: usize,
+    drafter: Option<Box<dyn Drafter + 'a>>,
+    out: Output<'a>,
+    rng: Rng,
+    policy: BudgetPolicy,
+    stats: SpecStats,
+    context: Vec<u32>,
+    pending: u32,
+    forwards: usize,
+    start: Instant,
+    prefill_time: Option<Duration>,
+    finish: Option<FinishReason>,
+    plan: Option<Plan>,
+}
+
+impl<'a> Generation<'a> {
+    pub(crate) fn new(
+        req: GenerateRequest,
+        seq: Sequence,
+        drafter: Option<Box<dyn Drafter + 'a>>,
+        sink: Sink<'a>,
+    ) -> Self {
+        let pending = *req.prompt.last().expect("checked non-empty");
+        Generation {
+            rng: Rng::new(req.sampling.seed),
+            policy: BudgetPolicy::new(req.max_draft),
+            out: Output {
+                tokens: Vec::new(),
+                text: String::new(),
+                decoder: StreamDecoder::new(true),
+                stops: StopMatcher::new(req.stop.clone()),
+                stopped_by_string: false,
+                sink,
+            },
+            context: req.prompt.clone(),
+            finish: (req.max_tokens == 0).then_some(FinishReason::Length),
+            req,
+            seq,
+            prefilled: 0,
+            drafter,
+            stats: SpecStats::default(),
+            pending,
+            forwards: 0,
+            start: Instant::now(),
+            prefill_time: None,
+            plan: None,
+        }
+    }
+
+    pub fn is_finished(&self) -> bool {
+        self.finish.is_some()
+    }
+
+    /// Whether the prompt is fully in the cache (the first token comes next).
+    pub fn is_prefilled(&self) -> bool {
+        self.prefill_time.is_some()
+    }
+
+    /// Tokens emitted so far.
+    pub fn tokens(&self) -> &[u32] {
+        &self.out.tokens
+    }
+
+    pub fn request(&self) -> &GenerateRequest {
+        &self.req
+    }
+
+    /// Ends the generation before its next step (client gone, timeout).
+    pub fn cancel(&mut self) {
+        self.finish.get_or_insert(FinishReason::Cancelled);
+    }
+
+    /// Ends the generation and returns what it produced.
+    pub fn into_output(mut self, tok: &Tokenizer) -> GenerateOutput {
+        let finish = self.finish.unwrap_or(FinishReason::Cancelled);
+        self.out.finish(tok, finish);
+        if let (Some(d), true) = (self.drafter.as_mut(), self.prefill_time.is_some()) {
+            d.end(&self.out.tokens); // begun at the end of prefill
+        }
+        GenerateOutput {
+            completion_tokens: self.out.tokens.len(),
+            token_ids: self.out.tokens,
+            text: self.out.text,
+            prompt_tokens: self.req.prompt.len(),
+            forward_passes: self.forwards,
+            prefill_time: self.prefill_time.unwrap_or_else(|| self.start.elapsed()),
+            elapsed: self.start.elapsed(),
+            finish_reason: finish,
+            spec: self.stats,
+        }
+    }
+
+    fn head(&self) -> &[u32] {
+        &self.req.prompt[..self.req.prompt.len() - 1]
+    }
+
+    /// Marks the prompt as in the cache and starts the drafter.
+    fn prefill_done(&mut self) {
+        self.prefill_time = Some(self.start.elapsed());
+        if let Some(d) = self.drafter.as_mut() {
+            d.begin(&self.req.prompt, &self.req.references);
+        }
+    }
+
+    /// Decides this generation's share of the next forward. `load` holds what earlier
+    /// members of the batch put in it, so drafts are sized for the batch's throughput.
+    pub(crate) fn plan(&mut self, cost: &CostModel, load: &mut BatchLoad) -> Option<Vec<Node>> {
+        if self.finish.is_some() {
+            return None;
+        }
+        if self.prefill_time.is_none() && self.prefilled == self.head().len() {
+            self.prefill_done();
+        }
+        if self.prefill_time.is_none() {
+            let end = (self.prefilled + PREFILL_CHUNK).min(self.head().len());
+            let nodes = Node::chain(&self.head()[self.prefilled..end]);
+            self.plan = Some(Plan::Prefill(end - self.prefilled));
+            load.rows += nodes.len();
+            return Some(nodes);
+        }
+        let remaining = self.req.max_tokens - self.out.tokens.len();
+        let room = self.seq.max_len() - self.seq.len();
+        let cap = self.policy.cap(remaining).min(room.saturating_sub(1));
+        let tree = match self.drafter.as_mut() {
+            Some(d) if cap > 0 => {
+                let mut tree = d.draft(&self.context, cap);
+                // DFS order keeps every kept node's parent.
+                tree.nodes.truncate(cap);
+                self.policy.trim(tree, cost, load)
+            }
+            _ => {
+                load.add(0, 0.0);
+                DraftTree::default()
+            }
+        };
+        let (tokens, parents) = flatten(self.pending, &tree);
+        let nodes = tokens
+            .iter()
+            .zip(&parents)
+            .map(|(&token, &parent)| Node { token, parent })
+            .collect();
+        self.plan = Some(Plan::Decode {
+            tree,
+            tokens,
+            parents,
+        });
+        Some(nodes)
+    }
+
+    /// Which logits the planned step needs.
+    pub(crate) fn want(&self) -> Want {
+        match self.plan {
+            Some(Plan::Decode { .. }) => Want::All,
+            _ => Want::None,
+        }
+    }
+
+    pub(crate) fn seq_mut(&mut self) -> &mut Sequence {
+        &mut self.seq
+    }
+
+    /// Takes the planned step's logits: verifies, commits and emits.
+    pub(crate) fn apply(&mut self, tok: &Tokenizer, logits: &Logits) -> Result<(), EngineError> {
+        self.forwards += 1;
+        let Some(plan) = self.plan.take() else {
+            return Ok(());
+        };
+        let (tree, tokens, parents) = match plan {
+            Plan::Prefill(n) => {
+                self.seq.commit_all()?;
+                self.prefilled += n;
+                return Ok(());
+            }
+            Plan::Decode {
+                tree,
+                tokens,
+                parents,
+            } => (tree, tokens, parents),
+        };
+        let vt = VerifyTree {
+            tokens: &tokens,
+            parents: &parents,
+        };
+        let verdict = verify_strict(
+            &vt,
+            |i| logits.row(i),
+            &self.context,
+            &self.req.sampling,
+            &mut self.rng,
+        );
+        let mut path = vec![0];
+        path.extend(&verdict.accepted);
+        self.seq.commit(&path)?;
+        let draft_accepted: Vec<usize> = verdict.accepted.iter().map(|&i| i - 1).collect();
+        self.stats.record(&tree, &draft_accepted);
+        self.policy.observe(&tree, &draft_accepted);
+        let emitted = verdict.emitted(&vt);
+        let mut committed = 0;
+        for &t in &emitted {
+            let done = self.out.push(tok, t, self.req.max_tokens);
+            if done == Some(FinishReason::Stop) && !self.out.stopped_by_string {
+                self.finish = done;
+                break; // a stop token is not part of the output
+            }
+            self.context.push(t);
+            committed += 1;
+            if done.is_some() {
+                self.finish = done;
+                break;
+            }
+        }
+        if let Some(d) = self.drafter.as_mut() {
+            d.observe(&emitted[..committed]);
+        }
+        self.pending = verdict.bonus;
+        Ok(())
+    }
+}
+
+/// Node 0 is the pending token; draft node i becomes node i + 1.
+fn flatten(pending: u32, tree: &DraftTree) -> (Vec<u32>, Vec<Option<u32>>) {
+    let mut tokens = Vec::with_capacity(tree.len() + 1);
+    let mut parents = Vec::with_capacity(tree.len() + 1);
+    tokens.push(pending);
+    parents.push(None);
+    for n in &tree.nodes {
+        tokens.push(n.token);
+        parents.push(Some(n.parent.map_or(0, |p| p + 1)));
+    }
+    (tokens, parents)
+}
