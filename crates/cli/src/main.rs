@@ -6,6 +6,7 @@ mod data_cmd;
 mod draft_args;
 mod generate;
 mod model_cmd;
+mod serve;
 mod workload;
 
 use clap::{Parser, Subcommand};
@@ -32,6 +33,8 @@ enum Command {
     },
     /// Benchmarks: forward cost curve, or a workload of prompts.
     Bench(bench::BenchArgs),
+    /// Serve the OpenAI API (chat, completions, streaming, Predicted Outputs).
+    Serve(serve::ServeArgs),
     /// Build benchmark workloads from real datasets.
     Data {
         #[command(subcommand)]
@@ -46,6 +49,7 @@ fn main() {
         Command::Model { command } => model_cmd::run(command),
         Command::Bench(args) => bench::run(args),
         Command::Data { command } => data_cmd::run(command),
+        Command::Serve(args) => serve::run(args),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

@@ -126,7 +126,12 @@ impl<'m> Engine<'m> {
         sink: Sink<'a>,
     ) -> Result<Generation<'a>, EngineError> {
         self.check(&req)?;
-        Ok(Generation::new(req, self.model.new_sequence(), drafter, sink))
+        Ok(Generation::new(
+            req,
+            self.model.new_sequence(),
+            drafter,
+            sink,
+        ))
     }
 
     /// Runs one forward for every unfinished generation of `batch` together: a prefill

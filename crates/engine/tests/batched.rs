@@ -15,7 +15,12 @@ fn batched_generations_equal_each_alone() {
     let cases = [
         ("Name three colors.", DraftMethod::None, 0.0, 24),
         (long.as_str(), DraftMethod::Auto, 0.0, 40),
-        ("Count from one to ten in words.", DraftMethod::Prompt, 0.7, 30),
+        (
+            "Count from one to ten in words.",
+            DraftMethod::Prompt,
+            0.7,
+            30,
+        ),
         ("What is Rust?", DraftMethod::Suffix, 0.0, 8),
     ];
     let reqs: Vec<(GenerateRequest, DraftMethod)> = cases

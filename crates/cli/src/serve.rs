@@ -1,0 +1,80 @@
+//! `specdec serve`: the OpenAI-compatible HTTP server.
+
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use specdec_engine::DraftMethod;
+use specdec_server::{Server, ServerConfig};
+
+use crate::common::{model_path, ModelArgs};
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    /// 0 picks a free port (printed on start).
+    #[arg(long, default_value_t = 8080)]
+    pub port: u16,
+    /// Require `Authorization: Bearer KEY` on /v1 (default: $SPECDEC_API_KEY, else none).
+    #[arg(long, env = "SPECDEC_API_KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
+    /// The model id clients send (default: the file's name).
+    #[arg(long)]
+    pub served_model_name: Option<String>,
+    /// Requests generated together (their steps share forwards).
+    #[arg(long, default_value_t = 8)]
+    pub max_concurrent: usize,
+    /// Requests waiting beyond those; more get 429.
+    #[arg(long, default_value_t = 64)]
+    pub max_queue: usize,
+    /// Seconds a request may take, queueing included.
+    #[arg(long, default_value_t = 600)]
+    pub timeout: u64,
+    /// Trie file: loaded at start if present, saved at shutdown.
+    #[arg(long)]
+    pub trie: Option<std::path::PathBuf>,
+    /// Draft method of requests that do not choose one.
+    #[arg(long, default_value = "auto", value_parser = DraftMethod::parse)]
+    pub draft: DraftMethod,
+    /// Most draft nodes per step for requests that do not choose.
+    #[arg(long, default_value_t = 32)]
+    pub budget: usize,
+}
+
+pub fn run(args: ServeArgs) -> anyhow::Result<()> {
+    let config = ServerConfig {
+        model: model_path(args.model.model.as_deref())?,
+        model_id: args.served_model_name,
+        api_key: args.api_key.filter(|k| !k.is_empty()),
+        threads: args.model.threads.max(1),
+        max_concurrent: args.max_concurrent,
+        max_queue: args.max_queue,
+        timeout: Duration::from_secs(args.timeout.max(1)),
+        trie: args.trie,
+        default_method: args.draft,
+        default_max_draft: args.budget.min(specdec_server::validate::MAX_DRAFT_LIMIT),
+    };
+    let server = Server::load(&config)?;
+    let model_id = server.state.frontend.model_id.clone();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind((args.host.as_str(), args.port))
+            .await
+            .with_context(|| format!("binding {}:{}", args.host, args.port))?;
+        let addr = listener.local_addr()?;
+        // Scripts and tests read this line to find the port.
+        println!("specdec serving {model_id} on http://{addr}/v1");
+        let shutdown = async {
+            let _ = tokio::signal::ctrl_c().await;
+            eprintln!("shutting down: finishing requests in flight");
+        };
+        specdec_server::serve(listener, server, shutdown).await?;
+        Ok(())
+    })
+}

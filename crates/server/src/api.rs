@@ -1,0 +1,226 @@
+//! The OpenAI wire format: request bodies as clients send them, and response bodies.
+//!
+//! Request types reject unknown fields, so a misspelled parameter is an error that names it
+//! rather than a silently ignored setting. Fields OpenAI defines that specdec does not
+//! implement are accepted by the parser and refused by validation with a message.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// A string or a list of strings (`stop`).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+/// `prompt` of a completion: text, a one-element text list, or token ids.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum PromptInput {
+    Text(String),
+    Texts(Vec<String>),
+    Tokens(Vec<u32>),
+    TokenLists(Vec<Vec<u32>>),
+}
+
+/// Message content: text or a list of typed parts.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum Content {
+    Text(String),
+    Parts(Vec<ContentPart>),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContentPart {
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(default)]
+    pub text: Option<String>,
+    #[serde(default)]
+    pub image_url: Option<Value>,
+    #[serde(default)]
+    pub input_audio: Option<Value>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Message {
+    pub role: String,
+    #[serde(default)]
+    pub content: Option<Content>,
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub tool_calls: Option<Value>,
+    #[serde(default)]
+    pub tool_call_id: Option<String>,
+    #[serde(default)]
+    pub refusal: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StreamOptions {
+    #[serde(default)]
+    pub include_usage: Option<bool>,
+    #[serde(default)]
+    pub include_obfuscation: Option<bool>,
+}
+
+/// OpenAI Predicted Outputs.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Prediction {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub content: Content,
+}
+
+/// specdec's extension: per-request speculation control.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Speculation {
+    #[serde(default)]
+    pub method: Option<String>,
+    #[serde(default)]
+    pub max_draft_tokens: Option<i64>,
+    #[serde(default)]
+    pub references: Option<Vec<String>>,
+}
+
+/// A request body of either endpoint. One type for both, because serde cannot combine
+/// `flatten` with `deny_unknown_fields`; validation refuses fields of the other endpoint.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RequestBody {
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default)]
+    pub messages: Option<Vec<Message>>,
+    #[serde(default)]
+    pub prompt: Option<PromptInput>,
+    #[serde(default)]
+    pub max_tokens: Option<i64>,
+    #[serde(default)]
+    pub max_completion_tokens: Option<i64>,
+    #[serde(default)]
+    pub temperature: Option<f64>,
+    #[serde(default)]
+    pub top_p: Option<f64>,
+    #[serde(default)]
+    pub top_k: Option<i64>,
+    #[serde(default)]
+    pub min_p: Option<f64>,
+    #[serde(default)]
+    pub repetition_penalty: Option<f64>,
+    #[serde(default)]
+    pub presence_penalty: Option<f64>,
+    #[serde(default)]
+    pub frequency_penalty: Option<f64>,
+    #[serde(default)]
+    pub seed: Option<i64>,
+    #[serde(default)]
+    pub n: Option<i64>,
+    #[serde(default)]
+    pub best_of: Option<i64>,
+    #[serde(default)]
+    pub stop: Option<OneOrMany>,
+    #[serde(default)]
+    pub stream: Option<bool>,
+    #[serde(default)]
+    pub stream_options: Option<StreamOptions>,
+    #[serde(default)]
+    pub logprobs: Option<Value>,
+    #[serde(default)]
+    pub top_logprobs: Option<Value>,
+    #[serde(default)]
+    pub logit_bias: Option<Value>,
+    #[serde(default)]
+    pub echo: Option<bool>,
+    #[serde(default)]
+    pub suffix: Option<String>,
+    #[serde(default)]
+    pub user: Option<String>,
+    #[serde(default)]
+    pub prediction: Option<Prediction>,
+    #[serde(default)]
+    pub speculation: Option<Speculation>,
+    #[serde(default)]
+    pub tools: Option<Value>,
+    #[serde(default)]
+    pub tool_choice: Option<Value>,
+    #[serde(default)]
+    pub parallel_tool_calls: Option<Value>,
+    #[serde(default)]
+    pub functions: Option<Value>,
+    #[serde(default)]
+    pub function_call: Option<Value>,
+    #[serde(default)]
+    pub response_format: Option<Value>,
+    #[serde(default)]
+    pub store: Option<Value>,
+    #[serde(default)]
+    pub metadata: Option<Value>,
+    #[serde(default)]
+    pub reasoning_effort: Option<Value>,
+    #[serde(default)]
+    pub modalities: Option<Value>,
+    #[serde(default)]
+    pub audio: Option<Value>,
+    #[serde(default)]
+    pub service_tier: Option<Value>,
+    #[serde(default)]
+    pub web_search_options: Option<Value>,
+    #[serde(default)]
+    pub safety_identifier: Option<Value>,
+    #[serde(default)]
+    pub prompt_cache_key: Option<Value>,
+    #[serde(default)]
+    pub verbosity: Option<Value>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CompletionTokensDetails {
+    pub accepted_prediction_tokens: usize,
+    pub rejected_prediction_tokens: usize,
+    pub reasoning_tokens: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Usage {
+    pub prompt_tokens: usize,
+    pub completion_tokens: usize,
+    pub total_tokens: usize,
+    pub completion_tokens_details: CompletionTokensDetails,
+}
+
+/// The request's speculation outcome (specdec extension on every response).
+#[derive(Debug, Clone, Serialize)]
+pub struct SpeculationReport {
+    pub method: &'static str,
+    /// Strict verification: the output is what plain decoding gives.
+    pub relaxed: bool,
+    pub drafted_tokens: usize,
+    pub accepted_tokens: usize,
+    pub mean_accepted_length: f64,
+    pub accepted_by_position: Vec<usize>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ModelCard {
+    pub id: String,
+    pub object: &'static str,
+    pub created: u64,
+    pub owned_by: &'static str,
+    pub max_model_len: usize,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ModelList {
+    pub object: &'static str,
+    pub data: Vec<ModelCard>,
+}

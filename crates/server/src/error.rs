@@ -1,0 +1,134 @@
+//! Every way a request can fail, and the one place that maps them to HTTP.
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// The body is not JSON, or not the shape of a request.
+    #[error("{0}")]
+    Malformed(String),
+    /// A parameter is out of range, unsupported or inconsistent.
+    #[error("{message}")]
+    Invalid {
+        message: String,
+        param: Option<&'static str>,
+    },
+    #[error("the prompt has {prompt} tokens and max_tokens is {max_tokens}: together they exceed the model's context of {limit} tokens; shorten the prompt or lower max_tokens")]
+    ContextLength {
+        prompt: usize,
+        max_tokens: usize,
+        limit: usize,
+    },
+    #[error("the model `{requested}` does not exist; this server serves `{served}`")]
+    UnknownModel { requested: String, served: String },
+    #[error("missing or wrong API key: send `Authorization: Bearer <key>`")]
+    Unauthorized,
+    #[error("no route for {0}")]
+    NotFound(String),
+    #[error("{0} does not accept this HTTP method")]
+    MethodNotAllowed(String),
+    #[error("the server is at capacity ({0} requests queued); retry shortly")]
+    QueueFull(usize),
+    #[error("the request did not finish within the server's timeout of {0} s")]
+    Timeout(u64),
+    #[error("the engine is shutting down")]
+    Unavailable,
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl ApiError {
+    pub fn invalid(param: &'static str, message: impl Into<String>) -> Self {
+        ApiError::Invalid {
+            message: message.into(),
+            param: Some(param),
+        }
+    }
+
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ApiError::Malformed(_) | ApiError::Invalid { .. } | ApiError::ContextLength { .. } => {
+                StatusCode::BAD_REQUEST
+            }
+            ApiError::UnknownModel { .. } | ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
+            ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::QueueFull(_) => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
+            ApiError::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// OpenAI's `error.type` and `error.code`.
+    fn kind(&self) -> (&'static str, Option<&'static str>) {
+        match self {
+            ApiError::Malformed(_) | ApiError::Invalid { .. } => ("invalid_request_error", None),
+            ApiError::ContextLength { .. } => {
+                ("invalid_request_error", Some("context_length_exceeded"))
+            }
+            ApiError::UnknownModel { .. } => ("invalid_request_error", Some("model_not_found")),
+            ApiError::NotFound(_) => ("invalid_request_error", Some("not_found")),
+            ApiError::MethodNotAllowed(_) => ("invalid_request_error", Some("method_not_allowed")),
+            ApiError::Unauthorized => ("invalid_request_error", Some("invalid_api_key")),
+            ApiError::QueueFull(_) => ("rate_limit_error", Some("rate_limit_exceeded")),
+            ApiError::Timeout(_) => ("timeout_error", Some("timeout")),
+            ApiError::Unavailable => ("server_error", Some("unavailable")),
+            ApiError::Internal(_) => ("server_error", None),
+        }
+    }
+
+    /// The OpenAI error object, as JSON (also sent as a stream's last event).
+    pub fn body(&self) -> serde_json::Value {
+        let (kind, code) = self.kind();
+        let param = match self {
+            ApiError::Invalid { param, .. } => *param,
+            ApiError::ContextLength { .. } => Some("messages"),
+            ApiError::UnknownModel { .. } => Some("model"),
+            _ => None,
+        };
+        json!({"error": {"message": self.to_string(), "type": kind, "param": param, "code": code}})
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut res = (self.status(), axum::Json(self.body())).into_response();
+        match self {
+            ApiError::QueueFull(_) => {
+                res.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            }
+            ApiError::Unauthorized => {
+                res.headers_mut()
+                    .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            }
+            _ => {}
+        }
+        res
+    }
+}
+
+impl From<specdec_engine::EngineError> for ApiError {
+    fn from(e: specdec_engine::EngineError) -> Self {
+        use specdec_engine::EngineError as E;
+        match e {
+            E::InvalidRequest(m) => ApiError::Invalid {
+                message: m,
+                param: None,
+            },
+            E::ContextOverflow {
+                prompt,
+                max_tokens,
+                limit,
+            } => ApiError::ContextLength {
+                prompt,
+                max_tokens,
+                limit,
+            },
+            other => ApiError::Internal(other.to_string()),
+        }
+    }
+}

@@ -1,0 +1,314 @@
+//! HTTP handlers: validate at the edge, enqueue, then answer in one piece or as SSE.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap, Uri};
+use axum::middleware::{self, Next};
+use axum::response::sse::{Event as SseEvent, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::{json, Value};
+use specdec_engine::{DraftMethod, GenerateOutput};
+use tokio::sync::mpsc;
+
+use crate::api::{CompletionTokensDetails, ModelCard, ModelList, SpeculationReport, Usage};
+use crate::error::ApiError;
+use crate::validate::{self, Endpoint};
+use crate::worker::{Event, Job};
+use crate::AppState;
+
+/// The application: every endpoint, with the API key checked on `/v1`.
+pub fn router(state: Arc<AppState>) -> Router {
+    let v1 = Router::new()
+        .route("/v1/chat/completions", post(chat))
+        .route("/v1/completions", post(completions))
+        .route("/v1/models", get(models))
+        .route_layer(middleware::from_fn_with_state(state.clone(), auth));
+    Router::new()
+        .merge(v1)
+        .route("/health", get(|| async { Json(json!({"status": "ok"})) }))
+        .route("/metrics", get(metrics))
+        .fallback(|uri: Uri| async move { ApiError::NotFound(uri.path().to_string()) })
+        .method_not_allowed_fallback(|uri: Uri| async move {
+            ApiError::MethodNotAllowed(uri.path().to_string())
+        })
+        .layer(axum::extract::DefaultBodyLimit::max(crate::MAX_BODY_BYTES))
+        .with_state(state)
+}
+
+async fn auth(
+    State(s): State<Arc<AppState>>,
+    headers: HeaderMap,
+    req: Request,
+    next: Next,
+) -> Response {
+    if let Some(key) = &s.api_key {
+        let given = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        if given != Some(key.as_str()) {
+            return ApiError::Unauthorized.into_response();
+        }
+    }
+    next.run(req).await
+}
+
+async fn metrics(State(s): State<Arc<AppState>>) -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        s.metrics.render(),
+    )
+        .into_response()
+}
+
+async fn models(State(s): State<Arc<AppState>>) -> Json<ModelList> {
+    Json(ModelList {
+        object: "list",
+        data: vec![ModelCard {
+            id: s.frontend.model_id.clone(),
+            object: "model",
+            created: s.started,
+            owned_by: "specdec",
+            max_model_len: s.frontend.context_length,
+        }],
+    })
+}
+
+async fn chat(State(s): State<Arc<AppState>>, body: Result<Bytes, BytesRejection>) -> Response {
+    respond(s, Endpoint::Chat, body).await
+}
+
+async fn completions(
+    State(s): State<Arc<AppState>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    respond(s, Endpoint::Completion, body).await
+}
+
+/// What the response needs of the request once the engine owns it.
+struct Meta {
+    id: String,
+    created: u64,
+    model: String,
+    endpoint: Endpoint,
+    method: DraftMethod,
+    include_usage: bool,
+    prediction: Option<Vec<u32>>,
+}
+
+async fn respond(
+    s: Arc<AppState>,
+    endpoint: Endpoint,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    match enqueue(&s, endpoint, body) {
+        Ok((meta, rx, true)) => stream(meta, rx).into_response(),
+        Ok((meta, rx, false)) => match collect(rx).await {
+            Ok(out) => Json(whole(&meta, &out)).into_response(),
+            Err(e) => e.into_response(),
+        },
+        Err(e) => e.into_response(),
+    }
+}
+
+type Enqueued = (Meta, mpsc::UnboundedReceiver<Event>, bool);
+
+fn enqueue(
+    s: &AppState,
+    endpoint: Endpoint,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Enqueued, ApiError> {
+    let body = body.map_err(|e| ApiError::Malformed(format!("could not read the body: {e}")))?;
+    let req = validate::parse(&s.frontend, endpoint, &body)?;
+    static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+    let n = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+    let meta = Meta {
+        id: match endpoint {
+            Endpoint::Chat => format!("chatcmpl-{}-{n}", s.started),
+            Endpoint::Completion => format!("cmpl-{}-{n}", s.started),
+        },
+        created: unix_now(),
+        model: s.frontend.model_id.clone(),
+        endpoint,
+        method: req.method,
+        include_usage: req.include_usage,
+        prediction: req.prediction.clone(),
+    };
+    let stream = req.stream;
+    let (tx, rx) = mpsc::unbounded_channel();
+    s.queue.submit(Job {
+        req,
+        events: tx,
+        arrived: Instant::now(),
+    })?;
+    Ok((meta, rx, stream))
+}
+
+async fn collect(mut rx: mpsc::UnboundedReceiver<Event>) -> Result<Box<GenerateOutput>, ApiError> {
+    loop {
+        match rx.recv().await {
+            Some(Event::Text(_)) => {}
+            Some(Event::Done(result)) => return result,
+            None => return Err(ApiError::Unavailable),
+        }
+    }
+}
+
+pub(crate) fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+fn usage(meta: &Meta, out: &GenerateOutput) -> Usage {
+    let (accepted, rejected) = meta.prediction.as_deref().map_or((0, 0), |p| {
+        let copied = out.spec.accepted_by_source.get("reference").copied();
+        crate::prediction::accounting(p, &out.token_ids, copied.unwrap_or(0))
+    });
+    Usage {
+        prompt_tokens: out.prompt_tokens,
+        completion_tokens: out.completion_tokens,
+        total_tokens: out.prompt_tokens + out.completion_tokens,
+        completion_tokens_details: CompletionTokensDetails {
+            accepted_prediction_tokens: accepted,
+            rejected_prediction_tokens: rejected,
+            reasoning_tokens: 0,
+        },
+    }
+}
+
+fn report(meta: &Meta, out: &GenerateOutput) -> SpeculationReport {
+    SpeculationReport {
+        method: meta.method.name(),
+        relaxed: false,
+        drafted_tokens: out.spec.drafted_tokens,
+        accepted_tokens: out.spec.accepted_tokens,
+        mean_accepted_length: out.spec.mean_accepted_length(out.completion_tokens),
+        accepted_by_position: out.spec.accepted_by_position.clone(),
+    }
+}
+
+fn object(meta: &Meta, chunk: bool) -> &'static str {
+    match (meta.endpoint, chunk) {
+        (Endpoint::Chat, false) => "chat.completion",
+        (Endpoint::Chat, true) => "chat.completion.chunk",
+        (Endpoint::Completion, _) => "text_completion",
+    }
+}
+
+/// A non-streaming response body.
+fn whole(meta: &Meta, out: &GenerateOutput) -> Value {
+    let finish = out.finish_reason.as_str();
+    let choice = match meta.endpoint {
+        Endpoint::Chat => json!({"index": 0, "message": {"role": "assistant", "content": out.text},
+            "finish_reason": finish, "logprobs": null}),
+        Endpoint::Completion => {
+            json!({"index": 0, "text": out.text, "finish_reason": finish, "logprobs": null})
+        }
+    };
+    json!({"id": meta.id, "object": object(meta, false), "created": meta.created,
+        "model": meta.model, "system_fingerprint": null, "choices": [choice],
+        "usage": usage(meta, out), "speculation": report(meta, out)})
+}
+
+/// One streamed chunk: `delta` text (or the role), `finish` on the last.
+fn chunk(meta: &Meta, text: Option<&str>, role: bool, finish: Option<&str>) -> Value {
+    let choice = match meta.endpoint {
+        Endpoint::Chat => {
+            let mut delta = serde_json::Map::new();
+            if role {
+                delta.insert("role".into(), json!("assistant"));
+            }
+            if let Some(t) = text {
+                delta.insert("content".into(), json!(t));
+            }
+            json!({"index": 0, "delta": delta, "finish_reason": finish, "logprobs": null})
+        }
+        Endpoint::Completion => {
+            json!({"index": 0, "text": text.unwrap_or(""), "finish_reason": finish, "logprobs": null})
+        }
+    };
+    json!({"id": meta.id, "object": object(meta, true), "created": meta.created,
+        "model": meta.model, "system_fingerprint": null, "choices": [choice]})
+}
+
+struct StreamState {
+    meta: Meta,
+    rx: mpsc::UnboundedReceiver<Event>,
+    queue: VecDeque<String>,
+    done: bool,
+}
+
+impl StreamState {
+    fn on(&mut self, event: Option<Event>) {
+        let meta = &self.meta;
+        match event {
+            Some(Event::Text(t)) => self
+                .queue
+                .push_back(chunk(meta, Some(&t), false, None).to_string()),
+            Some(Event::Done(Ok(out))) => {
+                let mut last = chunk(meta, None, false, Some(out.finish_reason.as_str()));
+                last["speculation"] = json!(report(meta, &out));
+                self.queue.push_back(last.to_string());
+                if meta.include_usage {
+                    let mut u = chunk(meta, None, false, None);
+                    u["choices"] = json!([]);
+                    u["usage"] = json!(usage(meta, &out));
+                    self.queue.push_back(u.to_string());
+                }
+                self.queue.push_back("[DONE]".into());
+                self.done = true;
+            }
+            Some(Event::Done(Err(e))) => {
+                self.queue.push_back(e.body().to_string());
+                self.queue.push_back("[DONE]".into());
+                self.done = true;
+            }
+            None => {
+                self.queue
+                    .push_back(ApiError::Unavailable.body().to_string());
+                self.done = true;
+            }
+        }
+    }
+}
+
+/// Server-sent events; dropping the stream (client gone) closes the channel, which
+/// cancels the generation on the engine thread.
+fn stream(
+    meta: Meta,
+    rx: mpsc::UnboundedReceiver<Event>,
+) -> Sse<impl futures_util::Stream<Item = Result<SseEvent, Infallible>>> {
+    let mut queue = VecDeque::new();
+    if meta.endpoint == Endpoint::Chat {
+        queue.push_back(chunk(&meta, Some(""), true, None).to_string());
+    }
+    let state = StreamState {
+        meta,
+        rx,
+        queue,
+        done: false,
+    };
+    let events = futures_util::stream::unfold(state, |mut st| async move {
+        loop {
+            if let Some(data) = st.queue.pop_front() {
+                return Some((Ok(SseEvent::default().data(data)), st));
+            }
+            if st.done {
+                return None;
+            }
+            let e = st.rx.recv().await;
+            st.on(e);
+        }
+    });
+    Sse::new(events)
+}

@@ -1,0 +1,446 @@
+//! Parse, don't validate: a request body becomes a [`ValidRequest`] here or an error that
+//! says what to fix. Nothing past this module sees raw client input.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use specdec_engine::{DraftMethod, GenerateRequest, SamplingParams};
+use specdec_tokenizer::{ChatMessage, ChatTemplate, Tokenizer};
+
+use crate::api::{Content, OneOrMany, PromptInput, RequestBody};
+use crate::error::ApiError;
+
+/// Largest draft tree a request may ask for.
+pub const MAX_DRAFT_LIMIT: usize = 128;
+const MAX_STOPS: usize = 16;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Endpoint {
+    Chat,
+    Completion,
+}
+
+/// What the edge needs to turn bodies into engine requests.
+pub struct Frontend {
+    pub model_id: String,
+    pub context_length: usize,
+    pub tokenizer: Arc<Tokenizer>,
+    pub template: Arc<ChatTemplate>,
+    pub default_method: DraftMethod,
+    pub default_max_draft: usize,
+}
+
+/// A request the engine can run as it is.
+#[derive(Debug)]
+pub struct ValidRequest {
+    pub endpoint: Endpoint,
+    pub gen: GenerateRequest,
+    pub method: DraftMethod,
+    pub stream: bool,
+    pub include_usage: bool,
+    /// The `prediction`'s tokens, when one was given.
+    pub prediction: Option<Vec<u32>>,
+}
+
+/// Parses and validates a body for `endpoint`.
+pub fn parse(fe: &Frontend, endpoint: Endpoint, body: &[u8]) -> Result<ValidRequest, ApiError> {
+    let body: RequestBody = serde_json::from_slice(body).map_err(|e| {
+        ApiError::Malformed(format!("the request body is not a valid request: {e}"))
+    })?;
+    validate(fe, endpoint, body)
+}
+
+fn bad(param: &'static str, message: impl Into<String>) -> ApiError {
+    ApiError::invalid(param, message)
+}
+
+fn unsupported(param: &'static str, what: &str) -> ApiError {
+    bad(
+        param,
+        format!("`{param}` is not supported by specdec: {what}"),
+    )
+}
+
+/// A value that must be absent, null, or one of the neutral values.
+fn neutral(v: &Option<Value>, ok: impl Fn(&Value) -> bool) -> bool {
+    match v {
+        None | Some(Value::Null) => true,
+        Some(v) => ok(v),
+    }
+}
+
+fn text_of(content: &Content, param: &'static str) -> Result<String, ApiError> {
+    match content {
+        Content::Text(t) => Ok(t.clone()),
+        Content::Parts(parts) => {
+            let mut out = String::new();
+            for p in parts {
+                match (p.kind.as_str(), &p.text) {
+                    ("text", Some(t)) => out.push_str(t),
+                    ("text", None) => return Err(bad(param, "a text part needs `text`")),
+                    (other, _) => {
+                        return Err(bad(
+                            param,
+                            format!("content parts of type `{other}` are not supported; this model reads text only"),
+                        ))
+                    }
+                }
+            }
+            Ok(out)
+        }
+    }
+}
+
+fn reject_unsupported(body: &RequestBody) -> Result<(), ApiError> {
+    let checks: [(&'static str, bool, &str); 12] = [
+        (
+            "n",
+            body.n.is_none_or(|n| n == 1),
+            "only n = 1 is served; send several requests",
+        ),
+        (
+            "best_of",
+            body.best_of.is_none_or(|n| n == 1),
+            "only best_of = 1 is served",
+        ),
+        (
+            "logprobs",
+            neutral(&body.logprobs, |v| v == &Value::Bool(false)),
+            "log probabilities are not returned",
+        ),
+        (
+            "top_logprobs",
+            neutral(&body.top_logprobs, |v| v.as_u64() == Some(0)),
+            "log probabilities are not returned",
+        ),
+        (
+            "logit_bias",
+            neutral(&body.logit_bias, |v| {
+                v.as_object().is_some_and(|o| o.is_empty())
+            }),
+            "logit bias would change what verification accepts",
+        ),
+        ("echo", body.echo != Some(true), "the prompt is not echoed"),
+        (
+            "suffix",
+            body.suffix.as_deref().is_none_or(str::is_empty),
+            "insertion (suffix) is not supported",
+        ),
+        (
+            "tools",
+            neutral(&body.tools, |v| v.as_array().is_some_and(|a| a.is_empty())),
+            "tool calling is not supported",
+        ),
+        (
+            "functions",
+            neutral(&body.functions, |_| false),
+            "function calling is not supported",
+        ),
+        (
+            "response_format",
+            neutral(&body.response_format, |v| {
+                v.get("type").and_then(Value::as_str) == Some("text")
+            }),
+            "only the `text` response format is supported",
+        ),
+        (
+            "presence_penalty",
+            body.presence_penalty.is_none_or(|p| p == 0.0),
+            "use `repetition_penalty` instead",
+        ),
+        (
+            "frequency_penalty",
+            body.frequency_penalty.is_none_or(|p| p == 0.0),
+            "use `repetition_penalty` instead",
+        ),
+    ];
+    for (param, ok, why) in checks {
+        if !ok {
+            return Err(unsupported(param, why));
+        }
+    }
+    let modalities_ok = neutral(&body.modalities, |v| {
+        v.as_array()
+            .is_some_and(|a| a.iter().all(|m| m.as_str() == Some("text")))
+    });
+    if !modalities_ok || body.audio.is_some() {
+        return Err(unsupported("modalities", "this model writes text only"));
+    }
+    Ok(())
+}
+
+fn prompt_tokens(
+    fe: &Frontend,
+    endpoint: Endpoint,
+    body: &RequestBody,
+) -> Result<Vec<u32>, ApiError> {
+    let tok = &fe.tokenizer;
+    let encode = |text: &str, param| {
+        tok.encode_prompt(text)
+            .map_err(|e| bad(param, format!("could not tokenize: {e}")))
+    };
+    let tokens = match endpoint {
+        Endpoint::Chat => {
+            if body.prompt.is_some() {
+                return Err(bad(
+                    "prompt",
+                    "chat completions take `messages`, not `prompt`",
+                ));
+            }
+            let messages = body
+                .messages
+                .as_ref()
+                .ok_or_else(|| bad("messages", "`messages` is required"))?;
+            if messages.is_empty() {
+                return Err(bad("messages", "`messages` must hold at least one message"));
+            }
+            let mut chat = Vec::with_capacity(messages.len());
+            for m in messages {
+                let role = match m.role.as_str() {
+                    "system" | "developer" => "system",
+                    "user" => "user",
+                    "assistant" => "assistant",
+                    other => {
+                        return Err(bad(
+                            "messages",
+                            format!("role `{other}` is not supported (use system, developer, user or assistant)"),
+                        ))
+                    }
+                };
+                if m.tool_calls.is_some() || m.tool_call_id.is_some() {
+                    return Err(unsupported("messages", "tool calls are not supported"));
+                }
+                let content = match &m.content {
+                    Some(c) => text_of(c, "messages")?,
+                    None => {
+                        return Err(bad(
+                            "messages",
+                            format!("a `{role}` message needs `content`"),
+                        ))
+                    }
+                };
+                chat.push(ChatMessage::new(role, content));
+            }
+            let text = fe.template.render(&chat, true).map_err(|e| {
+                bad(
+                    "messages",
+                    format!("the chat template rejected these messages: {e}"),
+                )
+            })?;
+            encode(&text, "messages")?
+        }
+        Endpoint::Completion => {
+            if body.messages.is_some() {
+                return Err(bad(
+                    "messages",
+                    "completions take `prompt`; use /v1/chat/completions for `messages`",
+                ));
+            }
+            let one = || bad("prompt", "exactly one prompt per request is served");
+            match body
+                .prompt
+                .as_ref()
+                .ok_or_else(|| bad("prompt", "`prompt` is required"))?
+            {
+                PromptInput::Text(t) => encode(t, "prompt")?,
+                PromptInput::Texts(v) if v.len() == 1 => encode(&v[0], "prompt")?,
+                PromptInput::Tokens(ids) => ids.clone(),
+                PromptInput::TokenLists(v) if v.len() == 1 => v[0].clone(),
+                _ => return Err(one()),
+            }
+        }
+    };
+    let vocab = fe.tokenizer.vocab_size();
+    if let Some(&bad_id) = tokens.iter().find(|&&t| t as usize >= vocab) {
+        return Err(bad(
+            "prompt",
+            format!("token id {bad_id} is outside the vocabulary of {vocab}"),
+        ));
+    }
+    if tokens.is_empty() {
+        return Err(bad("prompt", "the prompt is empty"));
+    }
+    Ok(tokens)
+}
+
+fn sampling(body: &RequestBody) -> Result<SamplingParams, ApiError> {
+    let mut s = SamplingParams {
+        // OpenAI's default temperature is 1.
+        temperature: 1.0,
+        ..SamplingParams::default()
+    };
+    if let Some(t) = body.temperature {
+        if !(0.0..=2.0).contains(&t) {
+            return Err(bad(
+                "temperature",
+                format!("temperature must be in [0, 2], got {t}"),
+            ));
+        }
+        s.temperature = t as f32;
+    }
+    if let Some(p) = body.top_p {
+        if !(p > 0.0 && p <= 1.0) {
+            return Err(bad("top_p", format!("top_p must be in (0, 1], got {p}")));
+        }
+        s.top_p = p as f32;
+    }
+    if let Some(k) = body.top_k {
+        // -1 disables, as in vLLM.
+        s.top_k = match k {
+            -1 | 0 => 0,
+            k if k > 0 => k as usize,
+            _ => {
+                return Err(bad(
+                    "top_k",
+                    format!("top_k must be -1, 0 or positive, got {k}"),
+                ))
+            }
+        };
+    }
+    if let Some(m) = body.min_p {
+        if !(0.0..=1.0).contains(&m) {
+            return Err(bad("min_p", format!("min_p must be in [0, 1], got {m}")));
+        }
+        s.min_p = m as f32;
+    }
+    if let Some(r) = body.repetition_penalty {
+        if !(r > 0.0 && r <= 10.0) {
+            return Err(bad(
+                "repetition_penalty",
+                format!("repetition_penalty must be in (0, 10], got {r}"),
+            ));
+        }
+        s.repetition_penalty = r as f32;
+    }
+    s.seed = match body.seed {
+        Some(seed) => seed as u64,
+        // Unseeded requests still sample reproducibly within the request.
+        None => std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64),
+    };
+    Ok(s)
+}
+
+fn validate(
+    fe: &Frontend,
+    endpoint: Endpoint,
+    body: RequestBody,
+) -> Result<ValidRequest, ApiError> {
+    let model = body
+        .model
+        .as_deref()
+        .ok_or_else(|| bad("model", "`model` is required"))?;
+    if model != fe.model_id {
+        return Err(ApiError::UnknownModel {
+            requested: model.to_string(),
+            served: fe.model_id.clone(),
+        });
+    }
+    reject_unsupported(&body)?;
+    if endpoint == Endpoint::Completion && body.max_completion_tokens.is_some() {
+        return Err(bad(
+            "max_completion_tokens",
+            "completions take `max_tokens`",
+        ));
+    }
+    let prompt = prompt_tokens(fe, endpoint, &body)?;
+    let sampling = sampling(&body)?;
+    let room = fe.context_length.saturating_sub(prompt.len());
+    let max_tokens = match body.max_completion_tokens.or(body.max_tokens) {
+        Some(m) if m < 1 => {
+            return Err(bad(
+                "max_tokens",
+                format!("max_tokens must be at least 1, got {m}"),
+            ))
+        }
+        Some(m) => usize::try_from(m).unwrap_or(usize::MAX),
+        None => room,
+    };
+    if max_tokens == 0 || max_tokens > room {
+        return Err(ApiError::ContextLength {
+            prompt: prompt.len(),
+            max_tokens: max_tokens.max(1),
+            limit: fe.context_length,
+        });
+    }
+    let stop = match &body.stop {
+        None => Vec::new(),
+        Some(OneOrMany::One(s)) => vec![s.clone()],
+        Some(OneOrMany::Many(v)) if v.len() <= MAX_STOPS => v.clone(),
+        Some(OneOrMany::Many(v)) => {
+            return Err(bad(
+                "stop",
+                format!("at most {MAX_STOPS} stop sequences, got {}", v.len()),
+            ))
+        }
+    };
+    let stream = body.stream.unwrap_or(false);
+    if body.stream_options.is_some() && !stream {
+        return Err(bad(
+            "stream_options",
+            "`stream_options` needs `stream: true`",
+        ));
+    }
+    let include_usage = body
+        .stream_options
+        .as_ref()
+        .and_then(|o| o.include_usage)
+        .unwrap_or(false);
+
+    let encode_ref = |text: &str, param| {
+        fe.tokenizer
+            .encode(text, false)
+            .map_err(|e| bad(param, format!("could not tokenize: {e}")))
+    };
+    let mut references = Vec::new();
+    let mut prediction = None;
+    if let Some(p) = &body.prediction {
+        if p.kind != "content" {
+            return Err(bad(
+                "prediction",
+                format!("prediction type must be `content`, got `{}`", p.kind),
+            ));
+        }
+        let tokens = encode_ref(&text_of(&p.content, "prediction")?, "prediction")?;
+        references.push(tokens.clone());
+        prediction = Some(tokens);
+    }
+    let spec = body.speculation.unwrap_or_default();
+    let method = match spec.method.as_deref() {
+        Some(m) => DraftMethod::parse(m).map_err(|e| bad("speculation", e))?,
+        // A prediction asks for copying even where the server drafts nothing by default.
+        None if prediction.is_some() && fe.default_method == DraftMethod::None => {
+            DraftMethod::Reference
+        }
+        None => fe.default_method,
+    };
+    let max_draft = match spec.max_draft_tokens {
+        None => fe.default_max_draft,
+        Some(n) if (0..=MAX_DRAFT_LIMIT as i64).contains(&n) => n as usize,
+        Some(n) => {
+            return Err(bad(
+                "speculation",
+                format!("speculation.max_draft_tokens must be in [0, {MAX_DRAFT_LIMIT}], got {n}"),
+            ))
+        }
+    };
+    for r in spec.references.iter().flatten() {
+        references.push(encode_ref(r, "speculation")?);
+    }
+    Ok(ValidRequest {
+        endpoint,
+        gen: GenerateRequest {
+            prompt,
+            max_tokens,
+            sampling,
+            stop,
+            references,
+            max_draft,
+        },
+        method,
+        stream,
+        include_usage,
+        prediction,
+    })
+}
