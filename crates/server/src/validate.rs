@@ -21,6 +21,7 @@ pub enum Endpoint {
 }
 
 /// What the edge needs to turn bodies into engine requests.
+#[derive(Clone)]
 pub struct Frontend {
     pub model_id: String,
     pub context_length: usize,

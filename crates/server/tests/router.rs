@@ -1,0 +1,352 @@
+//! Every endpoint and every error class through the router, without a socket.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::http::StatusCode;
+use common::{app, get, post, send, send_json, state};
+use http_body_util::BodyExt;
+use serde_json::{json, Value};
+use specdec_server::{metrics::Metrics, router, worker::Queue, AppState};
+use tower::ServiceExt;
+
+fn chat_body(extra: Value) -> String {
+    let mut b = json!({"model": "smol", "messages": [{"role": "user", "content": "Name three colors."}],
+        "max_tokens": 12, "temperature": 0});
+    b.as_object_mut()
+        .unwrap()
+        .extend(extra.as_object().unwrap().clone());
+    b.to_string()
+}
+
+#[tokio::test]
+async fn health_models_and_metrics_answer() {
+    let (s, v) = send_json(app(), get("/health")).await;
+    assert_eq!((s, v["status"].as_str()), (StatusCode::OK, Some("ok")));
+    let (s, v) = send_json(app(), get("/v1/models")).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(v["data"][0]["id"], "smol");
+    let (s, text) = send(app(), get("/metrics")).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(text.contains("vllm:spec_decode_num_drafts_total"), "{text}");
+}
+
+#[tokio::test]
+async fn chat_and_completion_return_text_usage_and_speculation() {
+    let (s, v) = send_json(app(), post("/v1/chat/completions", &chat_body(json!({})))).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["object"], "chat.completion");
+    assert!(!v["choices"][0]["message"]["content"]
+        .as_str()
+        .unwrap()
+        .is_empty());
+    let u = &v["usage"];
+    assert_eq!(
+        u["total_tokens"].as_u64(),
+        Some(u["prompt_tokens"].as_u64().unwrap() + u["completion_tokens"].as_u64().unwrap())
+    );
+    assert_eq!(v["speculation"]["method"], "auto");
+    assert_eq!(v["speculation"]["relaxed"], false);
+
+    let body =
+        json!({"model": "smol", "prompt": "One, two, three,", "max_tokens": 8, "temperature": 0});
+    let (s, v) = send_json(app(), post("/v1/completions", &body.to_string())).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["object"], "text_completion");
+    assert!(v["choices"][0]["text"].is_string());
+}
+
+#[tokio::test]
+async fn streaming_sends_chunks_usage_and_done() {
+    let body = chat_body(json!({"stream": true, "stream_options": {"include_usage": true}}));
+    let (s, text) = send(app(), post("/v1/chat/completions", &body)).await;
+    assert_eq!(s, StatusCode::OK);
+    let data: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .collect();
+    assert_eq!(data.last(), Some(&"[DONE]"));
+    let chunks: Vec<Value> = data[..data.len() - 1]
+        .iter()
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect();
+    assert_eq!(chunks[0]["choices"][0]["delta"]["role"], "assistant");
+    let usage = chunks.last().unwrap();
+    assert!(usage["choices"].as_array().unwrap().is_empty());
+    assert!(usage["usage"]["completion_tokens"].as_u64().unwrap() > 0);
+    let streamed: String = chunks
+        .iter()
+        .filter_map(|c| c["choices"][0]["delta"]["content"].as_str())
+        .collect();
+    let (_, whole) = send_json(app(), post("/v1/chat/completions", &chat_body(json!({})))).await;
+    assert_eq!(streamed, whole["choices"][0]["message"]["content"]);
+}
+
+#[tokio::test]
+async fn a_prediction_fills_its_usage_fields_and_keeps_the_output() {
+    let code = "def add(a, b):\n    return a + b\n";
+    let msg = format!("Add type hints to this function. Return only the code.\n\n{code}");
+    let base = json!({"model": "smol", "messages": [{"role": "user", "content": msg}],
+        "max_tokens": 40, "temperature": 0});
+    let mut with = base.clone();
+    with["prediction"] = json!({"type": "content", "content": code});
+    let mut plain = base;
+    plain["speculation"] = json!({"method": "none"});
+    let (_, a) = send_json(app(), post("/v1/chat/completions", &with.to_string())).await;
+    let (_, b) = send_json(app(), post("/v1/chat/completions", &plain.to_string())).await;
+    assert_eq!(
+        a["choices"][0]["message"]["content"],
+        b["choices"][0]["message"]["content"]
+    );
+    let d = &a["usage"]["completion_tokens_details"];
+    let predicted = specdec_server::Frontend::clone(&state().frontend)
+        .tokenizer
+        .encode(code, false)
+        .unwrap()
+        .len() as u64;
+    assert_eq!(
+        d["accepted_prediction_tokens"].as_u64().unwrap()
+            + d["rejected_prediction_tokens"].as_u64().unwrap(),
+        predicted
+    );
+    assert_eq!(b["speculation"]["method"], "none");
+    assert_eq!(b["speculation"]["drafted_tokens"], 0);
+}
+
+/// (body, status, error code or param expected in the error).
+fn bad_requests() -> Vec<(String, StatusCode, &'static str)> {
+    let too_long = "word ".repeat(9000);
+    vec![
+        (
+            "{not json".into(),
+            StatusCode::BAD_REQUEST,
+            "not a valid request",
+        ),
+        (
+            chat_body(json!({"foo": 1})),
+            StatusCode::BAD_REQUEST,
+            "unknown field `foo`",
+        ),
+        (
+            json!({"messages": []}).to_string(),
+            StatusCode::BAD_REQUEST,
+            "`model` is required",
+        ),
+        (
+            chat_body(json!({"model": "gpt-4"})),
+            StatusCode::NOT_FOUND,
+            "model_not_found",
+        ),
+        (chat_body(json!({"n": 2})), StatusCode::BAD_REQUEST, "n = 1"),
+        (
+            chat_body(json!({"temperature": 3})),
+            StatusCode::BAD_REQUEST,
+            "temperature must be in [0, 2]",
+        ),
+        (
+            chat_body(json!({"top_p": 0})),
+            StatusCode::BAD_REQUEST,
+            "top_p",
+        ),
+        (
+            chat_body(json!({"max_tokens": 0})),
+            StatusCode::BAD_REQUEST,
+            "at least 1",
+        ),
+        (
+            chat_body(json!({"max_tokens": 100000})),
+            StatusCode::BAD_REQUEST,
+            "context_length_exceeded",
+        ),
+        (
+            chat_body(json!({"messages": [{"role": "user", "content": too_long}]})),
+            StatusCode::BAD_REQUEST,
+            "context_length_exceeded",
+        ),
+        (
+            chat_body(json!({"messages": []})),
+            StatusCode::BAD_REQUEST,
+            "at least one message",
+        ),
+        (
+            chat_body(
+                json!({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]}),
+            ),
+            StatusCode::BAD_REQUEST,
+            "text only",
+        ),
+        (
+            chat_body(json!({"speculation": {"method": "magic"}})),
+            StatusCode::BAD_REQUEST,
+            "unknown draft method",
+        ),
+        (
+            chat_body(json!({"speculation": {"max_draft_tokens": 1000}})),
+            StatusCode::BAD_REQUEST,
+            "max_draft_tokens",
+        ),
+        (
+            chat_body(json!({"prediction": {"type": "file", "content": "x"}})),
+            StatusCode::BAD_REQUEST,
+            "prediction type",
+        ),
+        (
+            chat_body(json!({"logprobs": true})),
+            StatusCode::BAD_REQUEST,
+            "logprobs",
+        ),
+        (
+            chat_body(json!({"tools": [{"type": "function"}]})),
+            StatusCode::BAD_REQUEST,
+            "tool",
+        ),
+        (
+            chat_body(json!({"stream_options": {"include_usage": true}})),
+            StatusCode::BAD_REQUEST,
+            "stream: true",
+        ),
+        (
+            chat_body(json!({"prompt": "x"})),
+            StatusCode::BAD_REQUEST,
+            "not `prompt`",
+        ),
+        (
+            chat_body(json!({"stop": vec!["a"; 17]})),
+            StatusCode::BAD_REQUEST,
+            "stop sequences",
+        ),
+        (
+            chat_body(json!({"max_tokens": "ten"})),
+            StatusCode::BAD_REQUEST,
+            "invalid type",
+        ),
+    ]
+}
+
+#[tokio::test]
+async fn every_bad_request_gets_an_openai_error_that_says_what_to_fix() {
+    for (body, status, needle) in bad_requests() {
+        let (s, v) = send_json(app(), post("/v1/chat/completions", &body)).await;
+        assert_eq!(s, status, "{body} -> {v}");
+        let e = &v["error"];
+        assert!(e["type"].is_string() && e["message"].is_string(), "{v}");
+        assert!(v.to_string().contains(needle), "{needle:?} not in {v}");
+    }
+    let completion_errors = [
+        (json!({"model": "smol", "prompt": ["a", "b"]}), "one prompt"),
+        (
+            json!({"model": "smol", "prompt": [999999]}),
+            "outside the vocabulary",
+        ),
+        (json!({"model": "smol", "prompt": ""}), "empty"),
+        (
+            json!({"model": "smol", "prompt": "x", "echo": true}),
+            "echo",
+        ),
+        (
+            json!({"model": "smol", "messages": []}),
+            "use /v1/chat/completions",
+        ),
+    ];
+    for (body, needle) in completion_errors {
+        let (s, v) = send_json(app(), post("/v1/completions", &body.to_string())).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{body} -> {v}");
+        assert!(v.to_string().contains(needle), "{needle:?} not in {v}");
+    }
+    let (s, v) = send_json(app(), get("/v1/nothing")).await;
+    assert_eq!(
+        (s, v["error"]["code"].as_str()),
+        (StatusCode::NOT_FOUND, Some("not_found"))
+    );
+    let (s, v) = send_json(app(), get("/v1/chat/completions")).await;
+    assert_eq!(s, StatusCode::METHOD_NOT_ALLOWED, "{v}");
+}
+
+fn state_with(queue: Queue, api_key: Option<&str>) -> Arc<AppState> {
+    let base = state();
+    Arc::new(AppState {
+        frontend: base.frontend.clone(),
+        queue,
+        metrics: base.metrics.clone(),
+        api_key: api_key.map(str::to_string),
+        started: base.started,
+    })
+}
+
+#[tokio::test]
+async fn the_api_key_is_required_when_set() {
+    let app = router(state_with(state().queue.clone(), Some("k")));
+    let (s, v) = send_json(app.clone(), get("/v1/models")).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED, "{v}");
+    let mut req = get("/v1/models");
+    req.headers_mut()
+        .insert("authorization", "Bearer k".parse().unwrap());
+    assert_eq!(send(app.clone(), req).await.0, StatusCode::OK);
+    assert_eq!(send(app, get("/health")).await.0, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn a_full_queue_answers_429_with_retry_after() {
+    // A queue nobody serves: the first request fills it.
+    let (queue, _held) = Queue::new(1, Arc::new(Metrics::new("smol")));
+    let app = router(state_with(queue, None));
+    let body = chat_body(json!({"stream": true}));
+    let first = app
+        .clone()
+        .oneshot(post("/v1/chat/completions", &body))
+        .await
+        .unwrap();
+    assert_eq!(first.status(), StatusCode::OK);
+    let second = app
+        .oneshot(post("/v1/chat/completions", &body))
+        .await
+        .unwrap();
+    assert_eq!(second.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(second.headers()["retry-after"], "1");
+}
+
+fn cancelled(metrics: &str) -> u64 {
+    metrics
+        .lines()
+        .find(|l| l.contains("finished_reason=\"cancelled\""))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn a_client_that_disconnects_cancels_its_generation() {
+    let before = cancelled(&state().metrics.render());
+    let body = chat_body(
+        json!({"stream": true, "max_tokens": 4000, "temperature": 1.0,
+        "messages": [{"role": "user", "content": "Write a very long story."}]}),
+    );
+    let res = app()
+        .oneshot(post("/v1/chat/completions", &body))
+        .await
+        .unwrap();
+    let mut body = res.into_body();
+    body.frame().await.unwrap().unwrap(); // the role chunk: the request is running
+    drop(body);
+    let start = Instant::now();
+    while cancelled(&state().metrics.render()) == before {
+        assert!(start.elapsed() < Duration::from_secs(60), "not cancelled");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn many_requests_at_once_all_complete() {
+    let tasks: Vec<_> = (0..6)
+        .map(|i| {
+            let body = chat_body(json!({"max_tokens": 6 + i, "stream": i % 2 == 0}));
+            tokio::spawn(async move { send(app(), post("/v1/chat/completions", &body)).await })
+        })
+        .collect();
+    for t in tasks {
+        let (s, body) = t.await.unwrap();
+        assert_eq!(s, StatusCode::OK, "{body}");
+    }
+}
