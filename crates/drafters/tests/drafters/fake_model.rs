@@ -24,7 +24,7 @@ fn fake_logits(path: &[u32]) -> Vec<f32> {
         h = (h ^ u64::from(t)).wrapping_mul(1099511628211);
     }
     let lag = 3 + (h % 5) as usize;
-    let favourite = if path.len() > lag && h % 4 != 0 {
+    let favourite = if path.len() > lag && !h.is_multiple_of(4) {
         path[path.len() - lag]
     } else {
         (h % VOCAB as u64) as u32
