@@ -6,6 +6,7 @@ mod data_cmd;
 mod draft_args;
 mod generate;
 mod model_cmd;
+mod oracle;
 mod serve;
 mod workload;
 

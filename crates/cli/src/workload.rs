@@ -134,6 +134,7 @@ pub fn run(opts: &Options) -> anyhow::Result<()> {
         .map(|_| std::sync::Arc::new(std::sync::Mutex::new(snapshot.clone())))
         .collect();
     let mut rows: Vec<(usize, RecordRow, GenerateOutput)> = Vec::new();
+    let (mut oracle_tokens, mut oracle_steps) = (0, 0);
     for (ri, r) in records.iter().enumerate() {
         let req = request(&loaded, r, opts)?;
         let mut plain: Option<Vec<u32>> = None;
@@ -142,7 +143,16 @@ pub fn run(opts: &Options) -> anyhow::Result<()> {
             let out = engine
                 .generate(&req, d.as_deref_mut(), &mut |_| true)
                 .with_context(|| format!("record {} with {}", r.id, m.name()))?;
-            let plain_ids = plain.get_or_insert_with(|| out.token_ids.clone());
+            let plain_ids = plain.get_or_insert_with(|| {
+                oracle_tokens += out.token_ids.len();
+                oracle_steps += crate::oracle::copy_steps(
+                    &req.prompt,
+                    &req.references,
+                    &out.token_ids,
+                    opts.drafting.budget,
+                );
+                out.token_ids.clone()
+            });
             let first_divergence = divergence(&loaded, &req.prompt, plain_ids, &out.token_ids)?;
             let decode_s = (out.elapsed - out.prefill_time).as_secs_f64();
             let row = RecordRow {
@@ -182,14 +192,21 @@ pub fn run(opts: &Options) -> anyhow::Result<()> {
         }
     }
     let summary = summarize(&methods, &rows);
+    let oracle_mal = oracle_tokens as f64 / oracle_steps.max(1) as f64;
     if opts.json {
         let records: Vec<&RecordRow> = rows.iter().map(|(_, r, _)| r).collect();
         println!(
             "{}",
-            serde_json::json!({ "records": records, "summary": summary })
+            serde_json::json!({ "records": records, "summary": summary,
+                "copy_oracle_mean_accepted_length": oracle_mal })
         );
     } else {
         print_table(&summary);
+        println!(
+            "\ncopy oracle: always copying the longest true continuation found in the prompt, \
+             references or output so far (at most {} tokens) gives MAL {oracle_mal:.2}",
+            opts.drafting.budget
+        );
     }
     opts.drafting.save_trie(tries.last().expect("one method"))?;
     Ok(())

@@ -15,6 +15,26 @@ use crate::Drafter;
 /// The live context (prompt + output) is indexed as this document id.
 const CTX: u32 = u32::MAX;
 
+/// A best match at least this long re-anchors the copy position.
+const ANCHOR_MIN_MATCH: usize = 3;
+/// Tokens the output may stray from the anchored document before the anchor is dropped.
+const MAX_DRIFT: usize = 24;
+/// How far past the anchor the last token is looked for when re-synchronizing.
+const RESYNC_WINDOW: usize = 24;
+/// Weight of the re-synchronization branches (about a two-token match).
+const RESYNC_WEIGHT: f32 = 0.5;
+
+/// Where the output is copying from: `doc[pos]` is the token expected next; `drift`
+/// tokens were emitted since the output last agreed with the document. Edits (a type hint
+/// inserted, a word replaced) break suffix matches for a few tokens; the anchor lets the
+/// drafter guess where the copy resumes, which a global n-gram lookup cannot.
+#[derive(Clone, Copy, Debug)]
+struct Anchor {
+    doc: u32,
+    pos: usize,
+    drift: usize,
+}
+
 /// Matches are extended backwards up to this many tokens to score them: an n_max-gram
 /// that is part of a 30-token shared span is a much better bet than a bare 5-gram.
 const MATCH_CAP: usize = 32;
@@ -44,7 +64,7 @@ impl Default for ReferenceConfig {
         ReferenceConfig {
             n_max: 5,
             n_min: 1,
-            max_copy: 16,
+            max_copy: 32,
             max_candidates: 6,
             max_scan: 32,
             use_references: true,
@@ -76,6 +96,7 @@ pub struct ReferenceDrafter {
     keys: Vec<u64>,
     cands: Vec<Candidate>,
     buf: Vec<u32>,
+    anchor: Option<Anchor>,
 }
 
 impl ReferenceDrafter {
@@ -96,6 +117,7 @@ impl ReferenceDrafter {
             keys: Vec::new(),
             cands: Vec::new(),
             buf: Vec::new(),
+            anchor: None,
         }
     }
 
@@ -112,8 +134,56 @@ impl ReferenceDrafter {
     }
 
     fn push_context(&mut self, t: u32) {
+        if let Some(a) = &mut self.anchor {
+            let doc = if a.doc == CTX {
+                &self.ctx[..]
+            } else {
+                &self.refs[a.doc as usize][..]
+            };
+            if doc.get(a.pos) == Some(&t) {
+                a.pos += 1;
+                a.drift = 0;
+            } else {
+                a.drift += 1;
+                if a.drift > MAX_DRIFT {
+                    self.anchor = None;
+                }
+            }
+        }
         self.ctx.push(t);
         self.index.add_position(CTX, &self.ctx, self.ctx.len() - 1);
+    }
+
+    fn doc(&self, id: u32) -> &[u32] {
+        if id == CTX {
+            &self.ctx
+        } else {
+            &self.refs[id as usize]
+        }
+    }
+
+    /// Continuation starts near the anchor while the output strays from it: the next
+    /// anchored token (an insertion ended), the one after (a token was replaced), and
+    /// just after the nearest places ahead holding the context's last token (the output
+    /// skipped some of the document).
+    fn resync_starts(&self, out: &mut Vec<usize>) {
+        out.clear();
+        let Some(a) = self.anchor.filter(|a| a.drift > 0) else {
+            return;
+        };
+        let doc = self.doc(a.doc);
+        let last = *self.ctx.last().expect("non-empty");
+        out.push(a.pos);
+        out.push(a.pos + 1);
+        let window = a.pos.saturating_sub(1)..doc.len().min(a.pos + RESYNC_WINDOW);
+        out.extend(window.filter(|&q| doc[q] == last).take(2).map(|q| q + 1));
+        let limit = if a.doc == CTX {
+            self.ctx.len() - 1
+        } else {
+            doc.len()
+        };
+        out.retain(|&s| s < limit);
+        out.dedup();
     }
 
     fn reindex(&mut self) {
@@ -189,6 +259,7 @@ impl Drafter for ReferenceDrafter {
         self.ctx.clear();
         self.ctx.extend_from_slice(prompt);
         self.prompt_len = prompt.len();
+        self.anchor = None;
         self.reindex();
     }
 
@@ -209,6 +280,7 @@ impl Drafter for ReferenceDrafter {
                 self.ctx.clear();
                 self.ctx.extend_from_slice(context);
                 self.prompt_len = self.prompt_len.min(context.len());
+                self.anchor = None;
                 self.reindex();
             }
         }
@@ -216,8 +288,38 @@ impl Drafter for ReferenceDrafter {
             return DraftTree::default();
         }
         self.find_candidates();
+        if let Some(best) = self.cands.first().filter(|c| c.len >= ANCHOR_MIN_MATCH) {
+            self.anchor = Some(Anchor {
+                doc: best.occ.doc,
+                pos: best.occ.end as usize,
+                drift: 0,
+            });
+        }
         self.builder.clear();
         let decay = self.cfg.depth_decay;
+        let mut starts = Vec::new();
+        self.resync_starts(&mut starts);
+        if let Some(a) = self.anchor {
+            for (i, &start) in starts.iter().enumerate() {
+                let (doc, periodic, source) = if a.doc == CTX {
+                    let s = if start < self.prompt_len {
+                        Source::Prompt
+                    } else {
+                        Source::Output
+                    };
+                    (&self.ctx[..], true, s)
+                } else {
+                    (&self.refs[a.doc as usize][..], false, Source::Reference)
+                };
+                copy_continuation(doc, start, self.cfg.max_copy, periodic, &mut self.buf);
+                let mut s = RESYNC_WEIGHT * 0.8f32.powi(i as i32);
+                self.builder.add_path(&self.buf, source, |_| {
+                    let v = s;
+                    s *= decay;
+                    v
+                });
+            }
+        }
         for (rank, c) in self.cands.iter().enumerate() {
             let end = c.occ.end as usize;
             let (doc, periodic, source) = if c.occ.doc == CTX {
@@ -250,6 +352,7 @@ impl Drafter for ReferenceDrafter {
         self.refs = Vec::new();
         self.ctx = Vec::new();
         self.prompt_len = 0;
+        self.anchor = None;
         self.index.clear();
     }
 }

@@ -14,59 +14,77 @@ use specdec_drafters::{DraftTree, Source};
 const MAX_NODES: usize = 512;
 const DEPTHS: usize = 16;
 const SOURCES: usize = 5;
+/// Buckets of the drafter's score of a branch's first node.
+const CONFIDENCES: usize = 4;
 /// Steps without drafting between probes.
 const PROBE_EVERY: usize = 8;
 const PROBE_NODES: usize = 3;
 /// Observations' worth of the prior behind every acceptance rate.
 const PRIOR_WEIGHT: f64 = 2.0;
 
-/// Forward cost by node count, learned from timed forwards.
+/// Context lengths separating the cost curves: attention makes every extra row cost
+/// more the longer the context it attends to.
+const CTX_EDGES: [usize; 4] = [256, 512, 1024, 2048];
+const CTX_BUCKETS: usize = CTX_EDGES.len() + 1;
+
+fn ctx_bucket(ctx: usize) -> usize {
+    CTX_EDGES.iter().take_while(|&&e| ctx >= e).count()
+}
+
+/// Forward cost by row count and context length, learned from timed forwards.
 #[derive(Clone, Debug)]
 pub struct CostModel {
-    /// EMA of milliseconds per forward over n nodes (index n), `None` until observed.
-    ms: Vec<Option<f64>>,
+    /// EMA of milliseconds per forward over n rows (index n) per context bucket, `None`
+    /// until observed.
+    ms: Vec<[Option<f64>; CTX_BUCKETS]>,
 }
 
 impl Default for CostModel {
     fn default() -> Self {
         CostModel {
-            ms: vec![None; MAX_NODES + 1],
+            ms: vec![[None; CTX_BUCKETS]; MAX_NODES + 1],
         }
     }
 }
 
-/// The shape measured for this runtime (about 3x at 16 nodes), used until observed.
-fn prior(n: usize) -> f64 {
-    1.0 + 0.13 * (n as f64 - 1.0)
+/// The shape measured for this runtime until observed: each extra row costs about 13% of
+/// a one-row forward at short context and more at long context (21% at 1000 tokens).
+fn prior(n: usize, bucket: usize) -> f64 {
+    let ctx = [128.0, 384.0, 768.0, 1536.0, 3072.0][bucket];
+    1.0 + (0.12 + 0.0001 * ctx) * (n as f64 - 1.0)
 }
 
 impl CostModel {
-    /// Records one forward over `nodes` nodes that took `ms`.
-    pub fn observe(&mut self, nodes: usize, ms: f64) {
-        if let Some(e) = self.ms.get_mut(nodes) {
+    /// Records one forward over `rows` rows attending to `ctx` tokens on average that
+    /// took `ms`.
+    pub fn observe(&mut self, rows: usize, ctx: usize, ms: f64) {
+        if let Some(e) = self.ms.get_mut(rows) {
+            let e = &mut e[ctx_bucket(ctx)];
             *e = Some(e.map_or(ms, |old| 0.8 * old + 0.2 * ms));
         }
     }
 
-    /// Relative cost of a forward over `nodes` nodes (1.0 at one node): the observed
-    /// ratio where known, else the prior scaled by how far observations depart from it.
-    pub fn relative(&self, nodes: usize) -> f64 {
-        let nodes = nodes.clamp(1, MAX_NODES);
-        let Some(base) = self.ms[1].filter(|&b| b > 0.0) else {
-            return prior(nodes);
+    /// Relative cost of a forward over `rows` rows at context `ctx` (1.0 at one row): the
+    /// observed ratio where known, else the prior scaled by how far this context's
+    /// observations depart from it.
+    pub fn relative(&self, rows: usize, ctx: usize) -> f64 {
+        let rows = rows.clamp(1, MAX_NODES);
+        let b = ctx_bucket(ctx);
+        let Some(base) = self.ms[1][b].filter(|&m| m > 0.0) else {
+            return prior(rows, b);
         };
-        if let Some(m) = self.ms[nodes] {
+        if let Some(m) = self.ms[rows][b] {
             return (m / base).max(1.0);
         }
         let (mut sum, mut count) = (0.0, 0.0);
         for (n, m) in self.ms.iter().enumerate().skip(2) {
-            if let Some(m) = m {
-                sum += (m / base) / prior(n);
+            if let Some(m) = m[b] {
+                sum += (m / base) / prior(n, b);
                 count += 1.0;
             }
         }
         let scale = if count > 0.0 { sum / count } else { 1.0 };
-        (prior(nodes) * scale).max(1.0)
+        (prior(rows, b) * scale).max(1.0)
     }
 }
 
@@ -75,15 +93,23 @@ impl CostModel {
 pub struct BatchLoad {
     /// Rows of the forward.
     pub rows: usize,
+    /// Context lengths the rows attend to, summed.
+    pub ctx_sum: usize,
     /// Tokens those rows are expected to emit.
     pub expected: f64,
 }
 
 impl BatchLoad {
-    /// One decode step: its pending token plus `nodes` draft nodes.
-    pub fn add(&mut self, nodes: usize, expected: f64) {
+    /// One decode step at context `ctx`: its pending token plus `nodes` draft nodes.
+    pub fn add(&mut self, nodes: usize, ctx: usize, expected: f64) {
         self.rows += 1 + nodes;
+        self.ctx_sum += (1 + nodes) * ctx;
         self.expected += 1.0 + expected;
+    }
+
+    /// Mean context per row.
+    pub fn mean_ctx(&self) -> usize {
+        self.ctx_sum / self.rows.max(1)
     }
 }
 
@@ -97,10 +123,29 @@ fn source_index(s: Source) -> usize {
     }
 }
 
+fn confidence_bucket(score: f32) -> usize {
+    match score {
+        s if s < 0.4 => 0,
+        s if s < 0.6 => 1,
+        s if s < 0.8 => 2,
+        _ => 3,
+    }
+}
+
+/// Per node: its depth and the score of its depth-1 ancestor.
+fn shape(tree: &DraftTree) -> (Vec<usize>, Vec<f32>) {
+    let depths = tree.depths();
+    let mut root_score = Vec::with_capacity(tree.len());
+    for n in &tree.nodes {
+        root_score.push(n.parent.map_or(n.score, |p| root_score[p as usize]));
+    }
+    (depths, root_score)
+}
+
 /// Acceptance rates and the trimming decision of one request.
 #[derive(Clone, Debug)]
 pub struct BudgetPolicy {
-    /// [source][depth][first sibling?]: (accepted, offered), decayed.
+    /// [source][confidence][depth][first sibling?]: (accepted, offered), decayed.
     rates: Vec<[(f64, f64); 2]>,
     idle_steps: usize,
     max_nodes: usize,
@@ -109,7 +154,7 @@ pub struct BudgetPolicy {
 impl BudgetPolicy {
     pub fn new(max_nodes: usize) -> Self {
         BudgetPolicy {
-            rates: vec![[(0.0, 0.0); 2]; SOURCES * DEPTHS],
+            rates: vec![[(0.0, 0.0); 2]; SOURCES * CONFIDENCES * DEPTHS],
             idle_steps: 0,
             max_nodes,
         }
@@ -120,11 +165,12 @@ impl BudgetPolicy {
         self.max_nodes.min(remaining.saturating_sub(1))
     }
 
-    fn key(tree: &DraftTree, i: usize, depth: usize) -> (usize, usize) {
+    fn key(tree: &DraftTree, i: usize, depth: usize, root_score: f32) -> (usize, usize) {
         let n = &tree.nodes[i];
         let first = tree.children(n.parent).next() == Some(i);
+        let row = source_index(n.source) * CONFIDENCES + confidence_bucket(root_score);
         (
-            source_index(n.source) * DEPTHS + (depth - 1).min(DEPTHS - 1),
+            row * DEPTHS + (depth - 1).min(DEPTHS - 1),
             usize::from(!first),
         )
     }
@@ -135,7 +181,8 @@ impl BudgetPolicy {
     fn rate(&self, k: (usize, usize)) -> f64 {
         let (a, o) = self.rates[k.0][k.1];
         let prior = if k.0.is_multiple_of(DEPTHS) {
-            0.5
+            // Before evidence, trust stronger matches more.
+            [0.3, 0.45, 0.6, 0.75][(k.0 / DEPTHS) % CONFIDENCES]
         } else {
             self.rate((k.0 - 1, k.1))
         };
@@ -146,27 +193,34 @@ impl BudgetPolicy {
     /// `load`. Alone, that maximizes this request's tokens per cost; in a batch, the
     /// batch's: `(load.expected + 1 + E) / cost(load.rows + 1 + k)`, so a draft that pays
     /// alone can be dropped when other rows already fill the forward.
-    pub fn trim(&mut self, tree: DraftTree, cost: &CostModel, load: &mut BatchLoad) -> DraftTree {
+    pub fn trim(
+        &mut self,
+        tree: DraftTree,
+        ctx: usize,
+        cost: &CostModel,
+        load: &mut BatchLoad,
+    ) -> DraftTree {
         if tree.is_empty() {
-            load.add(0, 0.0);
+            load.add(0, ctx, 0.0);
             return tree;
         }
-        let depths = tree.depths();
+        let (depths, roots) = shape(&tree);
         let mut reach = vec![0f64; tree.len()];
         for i in 0..tree.len() {
             let parent = tree.nodes[i].parent.map_or(1.0, |p| reach[p as usize]);
-            reach[i] = parent * self.rate(Self::key(&tree, i, depths[i]));
+            reach[i] = parent * self.rate(Self::key(&tree, i, depths[i], roots[i]));
         }
         // Best first; a parent's reach is never below its child's, and ties keep DFS
         // order, so every prefix of this order is a connected subtree.
         let mut order: Vec<usize> = (0..tree.len()).collect();
         order.sort_by(|&a, &b| reach[b].total_cmp(&reach[a]).then(a.cmp(&b)));
         let base = load.expected + 1.0;
-        let (mut best_k, mut best_rate) = (0, base / cost.relative(load.rows + 1));
+        let batch_ctx = (load.ctx_sum + ctx) / (load.rows + 1);
+        let (mut best_k, mut best_rate) = (0, base / cost.relative(load.rows + 1, batch_ctx));
         let mut expected = 0.0;
         for (k, &i) in order.iter().enumerate().take(self.max_nodes) {
             expected += reach[i];
-            let rate = (base + expected) / cost.relative(load.rows + k + 2);
+            let rate = (base + expected) / cost.relative(load.rows + k + 2, batch_ctx);
             if rate > best_rate * 1.01 {
                 (best_k, best_rate) = (k + 1, rate);
             }
@@ -174,14 +228,14 @@ impl BudgetPolicy {
         if best_k == 0 {
             self.idle_steps += 1;
             if !self.idle_steps.is_multiple_of(PROBE_EVERY) {
-                load.add(0, 0.0);
+                load.add(0, ctx, 0.0);
                 return DraftTree::default();
             }
             best_k = PROBE_NODES.min(tree.len());
         } else {
             self.idle_steps = 0;
         }
-        load.add(best_k, order[..best_k].iter().map(|&i| reach[i]).sum());
+        load.add(best_k, ctx, order[..best_k].iter().map(|&i| reach[i]).sum());
         let mut keep = vec![false; tree.len()];
         order[..best_k].iter().for_each(|&i| keep[i] = true);
         let mut new_index = vec![u32::MAX; tree.len()];
@@ -200,13 +254,13 @@ impl BudgetPolicy {
     /// Learns from a verified tree: every node whose parent was accepted (or that hung
     /// from the context) was offered; those on `accepted` (draft indices) were accepted.
     pub fn observe(&mut self, tree: &DraftTree, accepted: &[usize]) {
-        let depths = tree.depths();
+        let (depths, roots) = shape(tree);
         let mut on_path = vec![false; tree.len()];
         accepted.iter().for_each(|&i| on_path[i] = true);
         for i in 0..tree.len() {
             let offered = tree.nodes[i].parent.is_none_or(|p| on_path[p as usize]);
             if offered {
-                let k = Self::key(tree, i, depths[i]);
+                let k = Self::key(tree, i, depths[i], roots[i]);
                 let (a, o) = &mut self.rates[k.0][k.1];
                 // Decay old evidence so the policy follows the text.
                 *a = 0.95 * *a + f64::from(u8::from(on_path[i]));
@@ -242,7 +296,10 @@ mod tests {
             p.observe(&chain(8), &[]);
         }
         let kept: Vec<usize> = (0..PROBE_EVERY)
-            .map(|_| p.trim(chain(8), &cost, &mut BatchLoad::default()).len())
+            .map(|_| {
+                p.trim(chain(8), 100, &cost, &mut BatchLoad::default())
+                    .len()
+            })
             .collect();
         assert!(
             kept.iter().filter(|&&k| k == 0).count() >= PROBE_EVERY - 1,
@@ -251,7 +308,11 @@ mod tests {
         for _ in 0..60 {
             p.observe(&chain(16), &(0..16).collect::<Vec<_>>());
         }
-        assert!(p.trim(chain(16), &cost, &mut BatchLoad::default()).len() >= 8);
+        assert!(
+            p.trim(chain(16), 100, &cost, &mut BatchLoad::default())
+                .len()
+                >= 8
+        );
     }
 
     #[test]
@@ -260,7 +321,12 @@ mod tests {
         for _ in 0..30 {
             p.observe(&chain(4), &[0, 1]);
         }
-        let t = p.trim(chain(12), &CostModel::default(), &mut BatchLoad::default());
+        let t = p.trim(
+            chain(12),
+            100,
+            &CostModel::default(),
+            &mut BatchLoad::default(),
+        );
         assert!(!t.is_empty() && t.len() < 12);
         for (i, n) in t.nodes.iter().enumerate() {
             assert_eq!(n.parent, i.checked_sub(1).map(|p| p as u32));
@@ -270,9 +336,12 @@ mod tests {
     #[test]
     fn learned_costs_shape_the_curve() {
         let mut c = CostModel::default();
-        c.observe(1, 5.0);
-        c.observe(16, 50.0);
-        assert!((c.relative(16) - 10.0).abs() < 1e-9);
-        assert!(c.relative(12) > c.relative(8));
+        c.observe(1, 100, 5.0);
+        c.observe(16, 100, 50.0);
+        assert!((c.relative(16, 100) - 10.0).abs() < 1e-9);
+        assert!(c.relative(12, 100) > c.relative(8, 100));
+        // Another context length has its own curve.
+        assert!(c.relative(16, 1500) < 10.0);
+        assert!(CostModel::default().relative(16, 1500) > CostModel::default().relative(16, 100));
     }
 }

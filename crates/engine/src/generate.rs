@@ -169,10 +169,11 @@ impl<'m> Engine<'m> {
         drop(inputs);
         if timed {
             let ms = t0.elapsed().as_secs_f64() * 1e3;
-            self.cost
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .observe(load.rows, ms);
+            self.cost.lock().unwrap_or_else(|e| e.into_inner()).observe(
+                load.rows,
+                load.mean_ctx(),
+                ms,
+            );
         }
         let members = batch.iter_mut().zip(&nodes).filter(|(_, n)| n.is_some());
         for ((g, _), l) in members.zip(&logits) {

@@ -214,6 +214,7 @@ impl<'a> Generation<'a> {
             let nodes = Node::chain(&self.head()[self.prefilled..end]);
             self.plan = Some(Plan::Prefill(end - self.prefilled));
             load.rows += nodes.len();
+            load.ctx_sum += nodes.len() * (self.prefilled + nodes.len() / 2);
             return Some(nodes);
         }
         let remaining = self.req.max_tokens - self.out.tokens.len();
@@ -224,10 +225,10 @@ impl<'a> Generation<'a> {
                 let mut tree = d.draft(&self.context, cap);
                 // DFS order keeps every kept node's parent.
                 tree.nodes.truncate(cap);
-                self.policy.trim(tree, cost, load)
+                self.policy.trim(tree, self.seq.len(), cost, load)
             }
             _ => {
-                load.add(0, 0.0);
+                load.add(0, self.seq.len(), 0.0);
                 DraftTree::default()
             }
         };

@@ -30,7 +30,8 @@ fn context_inside_a_copied_span_drafts_the_exact_continuation() {
             let tree = d.draft(&ctx, budget);
             check_tree(&tree, budget);
             let at = start + copied;
-            let want = &reference[at..(at + budget.min(16)).min(reference.len())];
+            let copy = budget.min(d.config().max_copy);
+            let want = &reference[at..(at + copy).min(reference.len())];
             assert_eq!(first_choice(&tree), want, "start {start} copied {copied}");
             assert!(tree.nodes.iter().all(|n| n.source == Source::Reference));
         }
@@ -114,4 +115,32 @@ fn n_min_bounds_the_shortest_match() {
     d.observe(&[4, 1, 2, 3]);
     let tree = d.draft(&[1, 2, 3, 4, 9, 2, 3, 4, 1, 2, 3], 8);
     assert_eq!(first_choice(&tree)[0], 4);
+}
+
+#[test]
+fn after_an_edit_inside_a_copy_the_draft_offers_where_the_copy_resumes() {
+    let (reference, prompt) = setup(11);
+    let mut d = ReferenceDrafter::default();
+    d.begin(&prompt, std::slice::from_ref(&reference));
+    let mut ctx = prompt.clone();
+    let copied = &reference[40..52];
+    d.observe(copied);
+    ctx.extend(copied);
+    d.draft(&ctx, 16); // anchors the copy at reference[52]
+                       // The output inserts a token the reference never has (a type hint, say) ...
+    d.observe(&[7]);
+    ctx.push(7);
+    let tree = d.draft(&ctx, 32);
+    check_tree(&tree, 32);
+    // ... and the draft still offers the copy resuming where it left off, or one later
+    // (the inserted token replaced one).
+    let paths = leaf_paths(&tree);
+    for start in [52, 53] {
+        assert!(
+            paths
+                .iter()
+                .any(|p| p.starts_with(&reference[start..start + 4])),
+            "no branch resumes at {start}: {paths:?}"
+        );
+    }
 }
