@@ -1,11 +1,17 @@
 """Benchmarks of a running `specdec serve`, standard library only.
 
-  python scripts/bench_server.py URL prediction   # edit request with vs without `prediction`
+  python scripts/bench_server.py URL prediction --workload W.jsonl
+                                                  # edit requests with vs without `prediction`
   python scripts/bench_server.py URL concurrency  # 8 requests at once vs one after another
   python scripts/bench_server.py URL load         # 32 concurrent streaming clients
 
 URL is the server root (http://127.0.0.1:8080). Every figure is measured side by side in
 this one run; nothing here asserts a timing.
+
+The prediction benchmark sends real edit requests: the HumanEval "rewrite this function
+with type hints and a docstring" records (`specdec data build --kind humaneval-rewrite`),
+each with its original code as the `prediction`. Every variant names its draft method, so
+the server's default (and its trie, which remembers earlier answers) does not enter.
 """
 
 import argparse
@@ -15,30 +21,6 @@ import threading
 import time
 import urllib.error
 import urllib.request
-
-EDIT_CODE = '''def merge_intervals(intervals):
-    if not intervals:
-        return []
-    intervals = sorted(intervals, key=lambda pair: pair[0])
-    merged = [list(intervals[0])]
-    for start, end in intervals[1:]:
-        last = merged[-1]
-        if start <= last[1]:
-            last[1] = max(last[1], end)
-        else:
-            merged.append([start, end])
-    return [tuple(pair) for pair in merged]
-
-
-def group_by_length(words):
-    groups = {}
-    for word in words:
-        key = len(word)
-        if key not in groups:
-            groups[key] = []
-        groups[key].append(word)
-    return groups
-'''
 
 TOPICS = ["the water cycle", "how a compiler works", "why the sky is blue",
           "the history of the printing press", "how vaccines work", "photosynthesis",
@@ -93,35 +75,52 @@ class Server:
 
 
 def prediction(s, args):
-    messages = [{"role": "user", "content":
-                 "Add type hints to these functions. Return only the code.\n\n" + EDIT_CODE}]
-    params = {"max_tokens": args.max_tokens, "temperature": 0}
+    if not args.workload:
+        raise SystemExit("prediction needs --workload (specdec data build --kind humaneval-rewrite)")
+    with open(args.workload) as f:
+        records = [json.loads(line) for line in f if line.strip()][: args.requests]
     variants = {
-        "no prediction, plain": {"speculation": {"method": "none"}},
-        "no prediction, server default": {},
-        "prediction": {"prediction": {"type": "content", "content": EDIT_CODE}},
+        "no prediction, plain decoding": {"speculation": {"method": "none"}},
+        "no prediction, prompt lookup": {"speculation": {"method": "prompt"}},
+        "prediction (reference drafter)": {"speculation": {"method": "reference"}},
     }
-    times = {k: [] for k in variants}
-    outs = {}
-    for _ in range(args.repeats):
-        for name, extra in variants.items():
-            out, dt = s.chat(messages, **params, **extra)
-            times[name].append(dt)
-            outs[name] = out
-    base = statistics.median(times["no prediction, plain"])
-    text = outs["no prediction, plain"]["choices"][0]["message"]["content"]
-    n = outs["no prediction, plain"]["usage"]["completion_tokens"]
-    print(f"edit request, {n} completion tokens, median of {args.repeats} interleaved runs")
+    times = {k: 0.0 for k in variants}
+    tokens, same = 0, {k: 0 for k in variants}
+    accepted = rejected = 0
+    for r in records:
+        messages = [{"role": "user", "content": r["prompt"]}]
+        params = {"max_tokens": args.max_tokens, "temperature": 0}
+        best = {k: float("inf") for k in variants}
+        outs = {}
+        for _ in range(args.repeats):
+            for name, extra in variants.items():
+                extra = dict(extra)
+                if name.startswith("prediction"):
+                    extra["prediction"] = {"type": "content", "content": r["references"][0]}
+                out, dt = s.chat(messages, **params, **extra)
+                best[name] = min(best[name], dt)
+                outs[name] = out
+        plain = outs["no prediction, plain decoding"]
+        text = plain["choices"][0]["message"]["content"]
+        tokens += plain["usage"]["completion_tokens"]
+        for name in variants:
+            times[name] += best[name]
+            same[name] += outs[name]["choices"][0]["message"]["content"] == text
+        d = outs["prediction (reference drafter)"]["usage"]["completion_tokens_details"]
+        accepted += d["accepted_prediction_tokens"]
+        rejected += d["rejected_prediction_tokens"]
+        n = plain["usage"]["completion_tokens"]
+        print(f"  {r['id']:18s} {n:4d} tokens  prediction {best['no prediction, plain decoding'] / best['prediction (reference drafter)']:5.2f}x"
+              f"  prompt lookup {best['no prediction, plain decoding'] / best['no prediction, prompt lookup']:5.2f}x"
+              f"  accepted_prediction_tokens {d['accepted_prediction_tokens']}")
+    base = times["no prediction, plain decoding"]
+    print(f"{len(records)} edit requests, {tokens} completion tokens, temperature 0, "
+          f"best of {args.repeats} interleaved runs per request (prefill included)")
     for name in variants:
-        out = outs[name]
-        same = out["choices"][0]["message"]["content"] == text
-        d = out["usage"]["completion_tokens_details"]
-        spec = out["speculation"]
-        med = statistics.median(times[name])
-        print(f"  {name:32s} {med * 1e3:8.1f} ms  {n / med:7.1f} tok/s  speedup {base / med:5.2f}x"
-              f"  identical={same}  mean_accepted_length={spec['mean_accepted_length']:.2f}"
-              f"  accepted_prediction_tokens={d['accepted_prediction_tokens']}"
-              f"  rejected_prediction_tokens={d['rejected_prediction_tokens']}")
+        t = times[name]
+        print(f"  {name:32s} {t:7.2f} s  {tokens / t:7.1f} tok/s  speedup {base / t:5.2f}x"
+              f"  identical {same[name]}/{len(records)}")
+    print(f"  prediction tokens: {accepted} accepted, {rejected} rejected")
 
 
 def prompts(n):
@@ -196,12 +195,13 @@ def main():
     p.add_argument("what", choices=["prediction", "concurrency", "load"])
     p.add_argument("--api-key")
     p.add_argument("--max-tokens", type=int, default=None)
-    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--requests", type=int, default=8)
     p.add_argument("--clients", type=int, default=32)
+    p.add_argument("--workload", help="JSONL edit requests (prediction)")
     args = p.parse_args()
     s = Server(args.url, args.api_key)
-    defaults = {"prediction": 300, "concurrency": 128, "load": 64}
+    defaults = {"prediction": 256, "concurrency": 128, "load": 64}
     args.max_tokens = args.max_tokens or defaults[args.what]
     {"prediction": prediction, "concurrency": concurrency, "load": load}[args.what](s, args)
 

@@ -42,6 +42,10 @@ pub struct ServeArgs {
     /// Most draft nodes per step for requests that do not choose.
     #[arg(long, default_value_t = 32)]
     pub budget: usize,
+    /// MiB of finished requests' KV caches kept for requests sharing a prefix (a chat's
+    /// next turn, a common system prompt); 0 turns prefix reuse off.
+    #[arg(long, default_value_t = 512)]
+    pub prefix_cache_mib: usize,
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
@@ -56,6 +60,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         trie: args.trie,
         default_method: args.draft,
         default_max_draft: args.budget.min(specdec_server::validate::MAX_DRAFT_LIMIT),
+        prefix_cache_bytes: args.prefix_cache_mib.saturating_mul(1 << 20),
     };
     let server = Server::load(&config)?;
     let model_id = server.state.frontend.model_id.clone();

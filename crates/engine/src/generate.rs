@@ -10,6 +10,7 @@ use specdec_verify::SamplingParams;
 
 use crate::budget::{BatchLoad, CostModel};
 use crate::generation::{Generation, Sink};
+use crate::prefix_cache::PrefixCache;
 use crate::stats::SpecStats;
 use crate::EngineError;
 
@@ -64,6 +65,8 @@ pub struct GenerateOutput {
     pub token_ids: Vec<u32>,
     pub text: String,
     pub prompt_tokens: usize,
+    /// Prompt tokens whose KV cache was reused from an earlier request (not prefilled).
+    pub cached_prompt_tokens: usize,
     pub completion_tokens: usize,
     /// Target-model forwards, prefill included.
     pub forward_passes: usize,
@@ -78,6 +81,7 @@ pub struct Engine<'m> {
     model: &'m Model,
     tokenizer: &'m Tokenizer,
     cost: std::sync::Mutex<CostModel>,
+    prefix_cache: Option<std::sync::Mutex<PrefixCache>>,
 }
 
 impl<'m> Engine<'m> {
@@ -86,7 +90,31 @@ impl<'m> Engine<'m> {
             model,
             tokenizer,
             cost: std::sync::Mutex::new(CostModel::default()),
+            prefix_cache: None,
         }
+    }
+
+    /// Keeps finished requests' caches (up to `max_bytes`) for later requests that share
+    /// a prefix with them; see [`PrefixCache`].
+    pub fn with_prefix_cache(mut self, max_bytes: usize) -> Self {
+        self.prefix_cache = Some(std::sync::Mutex::new(PrefixCache::new(max_bytes)));
+        self
+    }
+
+    /// (requests that reused a cached prefix, tokens reused), when the cache is on.
+    pub fn prefix_cache_stats(&self) -> Option<(u64, u64)> {
+        let c = self.prefix_cache.as_ref()?;
+        Some(c.lock().unwrap_or_else(|e| e.into_inner()).stats())
+    }
+
+    /// Ends a generation and returns what it produced; its cache goes to the prefix
+    /// cache.
+    pub fn finish(&self, g: Generation<'_>) -> GenerateOutput {
+        let (out, seq) = g.into_parts(self.tokenizer);
+        if let Some(c) = &self.prefix_cache {
+            c.lock().unwrap_or_else(|e| e.into_inner()).insert(seq);
+        }
+        out
     }
 
     pub fn model(&self) -> &Model {
@@ -126,12 +154,14 @@ impl<'m> Engine<'m> {
         sink: Sink<'a>,
     ) -> Result<Generation<'a>, EngineError> {
         self.check(&req)?;
-        Ok(Generation::new(
-            req,
-            self.model.new_sequence(),
-            drafter,
-            sink,
-        ))
+        // The last prompt token is evaluated by the first decode step, never cached.
+        let head = &req.prompt[..req.prompt.len() - 1];
+        let seq = self
+            .prefix_cache
+            .as_ref()
+            .and_then(|c| c.lock().unwrap_or_else(|e| e.into_inner()).lookup(head))
+            .unwrap_or_else(|| self.model.new_sequence());
+        Ok(Generation::new(req, seq, drafter, sink))
     }
 
     /// Runs one forward for every unfinished generation of `batch` together: a prefill
@@ -195,6 +225,6 @@ impl<'m> Engine<'m> {
         while !g.is_finished() {
             self.step(&mut [&mut g])?;
         }
-        Ok(g.into_output(self.tokenizer))
+        Ok(self.finish(g))
     }
 }

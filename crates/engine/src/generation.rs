@@ -97,6 +97,8 @@ pub struct Generation<'a> {
     req: GenerateRequest,
     seq: Sequence,
     prefilled: usize,
+    /// Prompt tokens whose cache came from an earlier request.
+    cached: usize,
     drafter: Option<Box<dyn Drafter + 'a>>,
     out: Output<'a>,
     rng: Rng,
@@ -119,6 +121,7 @@ impl<'a> Generation<'a> {
         sink: Sink<'a>,
     ) -> Self {
         let pending = *req.prompt.last().expect("checked non-empty");
+        let cached = seq.len();
         Generation {
             rng: Rng::new(req.sampling.seed),
             policy: BudgetPolicy::new(req.max_draft),
@@ -134,7 +137,8 @@ impl<'a> Generation<'a> {
             finish: (req.max_tokens == 0).then_some(FinishReason::Length),
             req,
             seq,
-            prefilled: 0,
+            prefilled: cached,
+            cached,
             drafter,
             stats: SpecStats::default(),
             pending,
@@ -168,24 +172,26 @@ impl<'a> Generation<'a> {
         self.finish.get_or_insert(FinishReason::Cancelled);
     }
 
-    /// Ends the generation and returns what it produced.
-    pub fn into_output(mut self, tok: &Tokenizer) -> GenerateOutput {
+    /// Ends the generation: what it produced, and its cache (for prefix reuse).
+    pub(crate) fn into_parts(mut self, tok: &Tokenizer) -> (GenerateOutput, Sequence) {
         let finish = self.finish.unwrap_or(FinishReason::Cancelled);
         self.out.finish(tok, finish);
         if let (Some(d), true) = (self.drafter.as_mut(), self.prefill_time.is_some()) {
             d.end(&self.out.tokens); // begun at the end of prefill
         }
-        GenerateOutput {
+        let out = GenerateOutput {
             completion_tokens: self.out.tokens.len(),
             token_ids: self.out.tokens,
             text: self.out.text,
             prompt_tokens: self.req.prompt.len(),
+            cached_prompt_tokens: self.cached,
             forward_passes: self.forwards,
             prefill_time: self.prefill_time.unwrap_or_else(|| self.start.elapsed()),
             elapsed: self.start.elapsed(),
             finish_reason: finish,
             spec: self.stats,
-        }
+        };
+        (out, self.seq)
     }
 
     fn head(&self) -> &[u32] {

@@ -5,6 +5,7 @@ pub mod budget;
 mod generate;
 mod generation;
 mod method;
+pub mod prefix_cache;
 pub mod stats;
 pub mod stop;
 

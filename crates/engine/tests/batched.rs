@@ -62,7 +62,7 @@ fn batched_generations_equal_each_alone() {
         steps += 1;
     }
     for (i, g) in gens.into_iter().enumerate() {
-        let out = g.into_output(&f.tokenizer);
+        let out = engine.finish(g);
         assert_eq!(out.token_ids, alone[i], "request {i} differs when batched");
     }
 }

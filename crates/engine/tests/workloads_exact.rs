@@ -60,7 +60,7 @@ fn run_batched(
         }
     }
     gens.into_iter()
-        .map(|g| g.into_output(&fixture().tokenizer).token_ids)
+        .map(|g| engine.finish(g).token_ids)
         .collect()
 }
 

@@ -162,6 +162,37 @@ impl Sequence {
         self.commit(&path)
     }
 
+    /// A copy holding only the first `len` committed tokens, for a request that shares
+    /// that prefix: it continues exactly as this sequence would have from there.
+    pub fn prefix(&self, len: usize) -> Sequence {
+        let len = len.min(self.len);
+        // Whole key blocks; `self.cap` is a multiple of 16 and at least `len`.
+        let cap = len.next_multiple_of(16).min(self.cap);
+        let floats = self.head_dim * cap;
+        let copy = |bufs: &Vec<Vec<Vec<f32>>>| -> Vec<Vec<Vec<f32>>> {
+            bufs.iter()
+                .map(|layer| layer.iter().map(|b| b[..floats].to_vec()).collect())
+                .collect()
+        };
+        Sequence {
+            len,
+            k: copy(&self.k),
+            v: copy(&self.v),
+            cap,
+            head_dim: self.head_dim,
+            max_len: self.max_len,
+            pending: Vec::new(),
+            tokens: self.tokens[..len].to_vec(),
+            pending_tokens: Vec::new(),
+        }
+    }
+
+    /// Bytes of cache memory this sequence holds.
+    pub fn memory_bytes(&self) -> usize {
+        let per_buf = self.head_dim * self.cap * std::mem::size_of::<f32>();
+        per_buf * self.k.iter().chain(&self.v).map(Vec::len).sum::<usize>()
+    }
+
     /// Drops committed tokens after `len` (rollback to an earlier state).
     pub fn truncate(&mut self, len: usize) {
         if len < self.len {

@@ -287,3 +287,22 @@ fn context_overflow_and_bad_trees_are_errors() {
         }])
         .is_err());
 }
+
+#[test]
+fn a_prefix_copy_continues_exactly_like_the_original() {
+    let m = model();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(21);
+    let shared = prompt(&mut rng, 37);
+    let rest = prompt(&mut rng, 6);
+    let mut original = prefill(m, &shared);
+    let mut fresh = prefill(m, &shared[..20]);
+    // A copy of the first 20 tokens, cut from a longer sequence, then grown again.
+    let mut copy = original.prefix(20);
+    assert_eq!(copy.tokens(), &shared[..20]);
+    assert!(copy.memory_bytes() < original.memory_bytes());
+    let tail: Vec<u32> = shared[20..].iter().chain(&rest).copied().collect();
+    let a = sequential(m, &mut copy, &tail);
+    let b = sequential(m, &mut fresh, &tail);
+    assert_eq!(a, b);
+    assert_eq!(a[17..], sequential(m, &mut original, &rest)[..]);
+}

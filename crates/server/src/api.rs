@@ -191,8 +191,15 @@ pub struct CompletionTokensDetails {
 }
 
 #[derive(Debug, Clone, Serialize)]
+pub struct PromptTokensDetails {
+    /// Prompt tokens whose KV cache was reused from an earlier request.
+    pub cached_tokens: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
 pub struct Usage {
     pub prompt_tokens: usize,
+    pub prompt_tokens_details: PromptTokensDetails,
     pub completion_tokens: usize,
     pub total_tokens: usize,
     pub completion_tokens_details: CompletionTokensDetails,

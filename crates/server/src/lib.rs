@@ -68,6 +68,9 @@ pub struct ServerConfig {
     pub trie: Option<PathBuf>,
     pub default_method: DraftMethod,
     pub default_max_draft: usize,
+    /// Memory for finished requests' KV caches reused by requests sharing a prefix
+    /// (0: off).
+    pub prefix_cache_bytes: usize,
 }
 
 /// What every handler shares.
@@ -137,6 +140,7 @@ impl Server {
                 max_queue: config.max_queue,
                 timeout: config.timeout,
                 trie_file: config.trie.clone(),
+                prefix_cache_bytes: config.prefix_cache_bytes,
             },
             metrics.clone(),
             rx,

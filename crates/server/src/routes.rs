@@ -19,7 +19,9 @@ use serde_json::{json, Value};
 use specdec_engine::{DraftMethod, GenerateOutput};
 use tokio::sync::mpsc;
 
-use crate::api::{CompletionTokensDetails, ModelCard, ModelList, SpeculationReport, Usage};
+use crate::api::{
+    CompletionTokensDetails, ModelCard, ModelList, PromptTokensDetails, SpeculationReport, Usage,
+};
 use crate::error::ApiError;
 use crate::validate::{self, Endpoint};
 use crate::worker::{Event, Job};
@@ -176,6 +178,9 @@ fn usage(meta: &Meta, out: &GenerateOutput) -> Usage {
     });
     Usage {
         prompt_tokens: out.prompt_tokens,
+        prompt_tokens_details: PromptTokensDetails {
+            cached_tokens: out.cached_prompt_tokens,
+        },
         completion_tokens: out.completion_tokens,
         total_tokens: out.prompt_tokens + out.completion_tokens,
         completion_tokens_details: CompletionTokensDetails {

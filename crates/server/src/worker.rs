@@ -38,6 +38,7 @@ pub struct WorkerConfig {
     pub timeout: Duration,
     /// Where the trie is saved when the engine stops.
     pub trie_file: Option<PathBuf>,
+    pub prefix_cache_bytes: usize,
 }
 
 /// The handlers' side of the queue.
@@ -108,7 +109,10 @@ fn run(
     metrics: &Metrics,
     mut rx: mpsc::Receiver<Job>,
 ) {
-    let engine = Engine::new(model, tokenizer);
+    let mut engine = Engine::new(model, tokenizer);
+    if config.prefix_cache_bytes > 0 {
+        engine = engine.with_prefix_cache(config.prefix_cache_bytes);
+    }
     let mut active: Vec<Active> = Vec::new();
     loop {
         if active.is_empty() {
@@ -172,7 +176,7 @@ fn run(
         while i < active.len() {
             if active[i].gen.is_finished() {
                 let a = active.swap_remove(i);
-                finish(a, tokenizer, config, metrics);
+                finish(a, &engine, config, metrics);
             } else {
                 i += 1;
             }
@@ -197,7 +201,10 @@ fn admit(
 ) {
     metrics.queued(-1);
     if job.events.is_closed() {
-        return; // the client left while queued
+        // The client left while queued.
+        let spec = specdec_engine::SpecStats::default();
+        metrics.finished("cancelled", 0, &spec, job.arrived.elapsed());
+        return;
     }
     let drafter = match job.req.method {
         DraftMethod::None => None,
@@ -223,9 +230,9 @@ fn admit(
     }
 }
 
-fn finish(a: Active, tokenizer: &Tokenizer, config: &WorkerConfig, metrics: &Metrics) {
+fn finish(a: Active, engine: &Engine<'_>, config: &WorkerConfig, metrics: &Metrics) {
     metrics.running(-1);
-    let out = a.gen.into_output(tokenizer);
+    let out = engine.finish(a.gen);
     let reason = if a.timed_out {
         "timeout"
     } else {

@@ -26,6 +26,7 @@ pub fn config() -> ServerConfig {
         trie: None,
         default_method: DraftMethod::Auto,
         default_max_draft: 32,
+        prefix_cache_bytes: 64 << 20,
     }
 }
 

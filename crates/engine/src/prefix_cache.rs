@@ -1,0 +1,105 @@
+//! Reuse of finished requests' KV caches by later requests that share a prefix: a chat's
+//! next turn (its prompt holds the previous prompt and answer), requests sharing a system
+//! prompt or retrieved documents, a client retrying. A position's keys and values depend
+//! only on the tokens up to it (the runtime is batch-invariant), so a reused prefix gives
+//! exactly the tokens a fresh prefill would.
+
+use specdec_runtime::Sequence;
+
+/// Shared prefixes shorter than this are prefilled afresh (a copy would not pay).
+const MIN_REUSE: usize = 16;
+
+struct Entry {
+    seq: Sequence,
+    last_used: u64,
+}
+
+/// Finished sequences, least recently used evicted first, bounded by memory.
+pub struct PrefixCache {
+    entries: Vec<Entry>,
+    max_bytes: usize,
+    clock: u64,
+    hits: u64,
+    reused_tokens: u64,
+}
+
+fn common_prefix(a: &[u32], b: &[u32]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
+impl PrefixCache {
+    pub fn new(max_bytes: usize) -> Self {
+        PrefixCache {
+            entries: Vec::new(),
+            max_bytes,
+            clock: 0,
+            hits: 0,
+            reused_tokens: 0,
+        }
+    }
+
+    /// A sequence holding the longest cached prefix of `tokens`, if one is worth reusing.
+    pub fn lookup(&mut self, tokens: &[u32]) -> Option<Sequence> {
+        self.clock += 1;
+        let (best, len) = self
+            .entries
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (i, common_prefix(e.seq.tokens(), tokens)))
+            .max_by_key(|&(_, n)| n)?;
+        if len < MIN_REUSE {
+            return None;
+        }
+        let e = &mut self.entries[best];
+        e.last_used = self.clock;
+        self.hits += 1;
+        self.reused_tokens += len as u64;
+        Some(e.seq.prefix(len))
+    }
+
+    /// Keeps a finished sequence for later requests.
+    pub fn insert(&mut self, seq: Sequence) {
+        self.clock += 1;
+        let bytes = seq.memory_bytes();
+        if seq.len() < MIN_REUSE || bytes > self.max_bytes {
+            return;
+        }
+        // An entry this one extends (or equals) is superseded; one that extends this one
+        // already holds everything it could offer.
+        let new = seq.tokens();
+        if self
+            .entries
+            .iter()
+            .any(|e| e.seq.len() >= new.len() && common_prefix(e.seq.tokens(), new) == new.len())
+        {
+            return;
+        }
+        self.entries
+            .retain(|e| common_prefix(e.seq.tokens(), new) < e.seq.len());
+        while self.used() + bytes > self.max_bytes {
+            let Some(oldest) = self
+                .entries
+                .iter()
+                .enumerate()
+                .min_by_key(|(_, e)| e.last_used)
+                .map(|(i, _)| i)
+            else {
+                break;
+            };
+            self.entries.swap_remove(oldest);
+        }
+        let last_used = self.clock;
+        // Drop the growth headroom: keep exactly the committed positions.
+        let seq = seq.prefix(seq.len());
+        self.entries.push(Entry { seq, last_used });
+    }
+
+    fn used(&self) -> usize {
+        self.entries.iter().map(|e| e.seq.memory_bytes()).sum()
+    }
+
+    /// (lookups that reused a prefix, tokens reused).
+    pub fn stats(&self) -> (u64, u64) {
+        (self.hits, self.reused_tokens)
+    }
+}
