@@ -1,5 +1,7 @@
 //! The real model, tokenizer and chat template, loaded once per test binary.
 
+#![allow(dead_code)] // each test binary uses part of this
+
 use std::sync::OnceLock;
 
 use specdec_gguf::GgufFile;
