@@ -162,6 +162,28 @@ impl ReferenceDrafter {
         }
     }
 
+    /// Adds the copy of document `doc` from `start` as a path scored `weight`, decaying
+    /// with depth.
+    fn add_copy(&mut self, doc: u32, start: usize, weight: f32) {
+        let (text, periodic, source) = if doc == CTX {
+            let s = if start < self.prompt_len {
+                Source::Prompt
+            } else {
+                Source::Output
+            };
+            (&self.ctx[..], true, s)
+        } else {
+            (&self.refs[doc as usize][..], false, Source::Reference)
+        };
+        copy_continuation(text, start, self.cfg.max_copy, periodic, &mut self.buf);
+        let (mut s, decay) = (weight, self.cfg.depth_decay);
+        self.builder.add_path(&self.buf, source, |_| {
+            let v = s;
+            s *= decay;
+            v
+        });
+    }
+
     /// Continuation starts near the anchor while the output strays from it: the next
     /// anchored token (an insertion ended), the one after (a token was replaced), and
     /// just after the nearest places ahead holding the context's last token (the output
@@ -296,53 +318,20 @@ impl Drafter for ReferenceDrafter {
             });
         }
         self.builder.clear();
-        let decay = self.cfg.depth_decay;
         let mut starts = Vec::new();
         self.resync_starts(&mut starts);
         if let Some(a) = self.anchor {
             for (i, &start) in starts.iter().enumerate() {
-                let (doc, periodic, source) = if a.doc == CTX {
-                    let s = if start < self.prompt_len {
-                        Source::Prompt
-                    } else {
-                        Source::Output
-                    };
-                    (&self.ctx[..], true, s)
-                } else {
-                    (&self.refs[a.doc as usize][..], false, Source::Reference)
-                };
-                copy_continuation(doc, start, self.cfg.max_copy, periodic, &mut self.buf);
-                let mut s = RESYNC_WEIGHT * 0.8f32.powi(i as i32);
-                self.builder.add_path(&self.buf, source, |_| {
-                    let v = s;
-                    s *= decay;
-                    v
-                });
+                self.add_copy(a.doc, start, RESYNC_WEIGHT * 0.8f32.powi(i as i32));
             }
         }
-        for (rank, c) in self.cands.iter().enumerate() {
-            let end = c.occ.end as usize;
-            let (doc, periodic, source) = if c.occ.doc == CTX {
-                let s = if end < self.prompt_len {
-                    Source::Prompt
-                } else {
-                    Source::Output
-                };
-                (&self.ctx[..], true, s)
-            } else {
-                (&self.refs[c.occ.doc as usize][..], false, Source::Reference)
-            };
-            copy_continuation(doc, end, self.cfg.max_copy, periodic, &mut self.buf);
+        for rank in 0..self.cands.len() {
+            let c = self.cands[rank];
             // A mild rank penalty: with equal evidence the best occurrence grows a few
             // tokens deep before a second branch opens (depth pays more than width), yet
             // two agreeing older occurrences still outweigh one recent one.
             let w = match_confidence(c.len, 2.0) * 0.75f32.powi(rank as i32);
-            let mut s = w;
-            self.builder.add_path(&self.buf, source, |_| {
-                let v = s;
-                s *= decay;
-                v
-            });
+            self.add_copy(c.occ.doc, c.occ.end as usize, w);
         }
         self.builder.build(budget)
     }

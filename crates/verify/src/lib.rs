@@ -22,6 +22,20 @@ pub struct VerifyTree<'a> {
     pub parents: &'a [Option<u32>],
 }
 
+impl VerifyTree<'_> {
+    /// The drafted tokens from below node 0 down to node `i` (empty for node 0): what the
+    /// target has read after the context when it computes node `i`'s logits.
+    pub fn draft_path(&self, mut i: usize) -> Vec<u32> {
+        let mut path = Vec::new();
+        while let Some(p) = self.parents[i] {
+            path.push(self.tokens[i]);
+            i = p as usize;
+        }
+        path.reverse();
+        path
+    }
+}
+
 /// The outcome of verifying one tree.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Verdict {

@@ -51,18 +51,7 @@ fn speculative(
         };
         // Logits of node i: the model's view of context + the node's draft path.
         let node_logits: Vec<Vec<f32>> = (0..tokens.len())
-            .map(|i| {
-                let mut path = vec![];
-                let mut j = i;
-                while j != 0 {
-                    path.push(tokens[j]);
-                    j = parents[j].unwrap() as usize;
-                }
-                path.reverse();
-                let mut full = ctx.clone();
-                full.extend(path);
-                fake_logits(&full, vocab)
-            })
+            .map(|i| fake_logits(&[ctx.clone(), tree.draft_path(i)].concat(), vocab))
             .collect();
         let v = verify_strict(&tree, |i| &node_logits[i], &ctx, p, &mut rng);
         ctx.extend(v.emitted(&tree));

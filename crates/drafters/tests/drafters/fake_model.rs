@@ -71,24 +71,13 @@ fn speculative(
             tokens.push(node.token);
             parents.push(Some(node.parent.map_or(0, |q| q + 1)));
         }
-        let logits: Vec<Vec<f32>> = (0..tokens.len())
-            .map(|i| {
-                let mut path = Vec::new();
-                let mut j = i;
-                while j != 0 {
-                    path.push(tokens[j]);
-                    j = parents[j].unwrap() as usize;
-                }
-                path.reverse();
-                let mut full = ctx.clone();
-                full.extend(path);
-                fake_logits(&full)
-            })
-            .collect();
         let vt = VerifyTree {
             tokens: &tokens,
             parents: &parents,
         };
+        let logits: Vec<Vec<f32>> = (0..tokens.len())
+            .map(|i| fake_logits(&[ctx.clone(), vt.draft_path(i)].concat()))
+            .collect();
         let v = verify_strict(&vt, |i| &logits[i], &ctx, p, &mut rng);
         accepted += v.accepted.len();
         let emitted = v.emitted(&vt);
