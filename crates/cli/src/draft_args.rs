@@ -63,6 +63,7 @@ pub struct SpecReport {
     pub mean_accepted_length: f64,
     pub accepted_by_position: Vec<usize>,
     pub accepted_by_source: std::collections::BTreeMap<&'static str, usize>,
+    pub draft_ms: f64,
 }
 
 impl SpecReport {
@@ -73,6 +74,7 @@ impl SpecReport {
             mean_accepted_length: s.mean_accepted_length(completion_tokens),
             accepted_by_position: s.accepted_by_position.clone(),
             accepted_by_source: s.accepted_by_source.clone(),
+            draft_ms: s.draft_time.as_secs_f64() * 1e3,
         }
     }
 }

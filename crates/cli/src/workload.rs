@@ -43,6 +43,8 @@ struct RecordRow {
     mean_accepted_length: f64,
     drafted_tokens: usize,
     accepted_tokens: usize,
+    /// Time spent drafting (included in the decode time).
+    draft_ms: f64,
     identical_to_plain: bool,
     first_divergence: Option<Divergence>,
     token_ids: Vec<u32>,
@@ -167,6 +169,7 @@ pub fn run(opts: &Options) -> anyhow::Result<()> {
                 mean_accepted_length: out.spec.mean_accepted_length(out.completion_tokens),
                 drafted_tokens: out.spec.drafted_tokens,
                 accepted_tokens: out.spec.accepted_tokens,
+                draft_ms: out.spec.draft_time.as_secs_f64() * 1e3,
                 identical_to_plain: first_divergence.is_none(),
                 first_divergence,
                 token_ids: out.token_ids.clone(),

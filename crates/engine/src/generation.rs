@@ -226,6 +226,7 @@ impl<'a> Generation<'a> {
         let remaining = self.req.max_tokens - self.out.tokens.len();
         let room = self.seq.max_len() - self.seq.len();
         let cap = self.policy.cap(remaining).min(room.saturating_sub(1));
+        let t0 = Instant::now();
         let tree = match self.drafter.as_mut() {
             Some(d) if cap > 0 => {
                 let mut tree = d.draft(&self.context, cap);
@@ -238,6 +239,7 @@ impl<'a> Generation<'a> {
                 DraftTree::default()
             }
         };
+        self.stats.draft_time += t0.elapsed();
         let (tokens, parents) = flatten(self.pending, &tree);
         let nodes = tokens
             .iter()

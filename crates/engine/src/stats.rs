@@ -16,6 +16,8 @@ pub struct SpecStats {
     pub accepted_by_position: Vec<usize>,
     pub drafted_by_source: BTreeMap<&'static str, usize>,
     pub accepted_by_source: BTreeMap<&'static str, usize>,
+    /// Time spent drafting and sizing drafts (on the critical path, between forwards).
+    pub draft_time: std::time::Duration,
 }
 
 impl SpecStats {
