@@ -21,6 +21,9 @@ const PROBE_EVERY: usize = 8;
 const PROBE_NODES: usize = 3;
 /// Observations' worth of the prior behind every acceptance rate.
 const PRIOR_WEIGHT: f64 = 2.0;
+/// At most this many observations' worth of earlier requests' evidence starts a request,
+/// so it begins informed yet adapts to its own text within a few steps.
+const INHERITED_WEIGHT: f64 = 6.0;
 
 /// Context lengths separating the cost curves: attention makes every extra row cost
 /// more the longer the context it attends to.
@@ -142,6 +145,33 @@ fn shape(tree: &DraftTree) -> (Vec<usize>, Vec<f32>) {
     (depths, root_score)
 }
 
+/// Acceptance evidence carried across requests (engine-wide): each finished request's
+/// final rates are blended in, and new requests start from them.
+#[derive(Clone, Debug)]
+pub struct AcceptanceMemory {
+    rates: Vec<[(f64, f64); 2]>,
+}
+
+impl Default for AcceptanceMemory {
+    fn default() -> Self {
+        AcceptanceMemory {
+            rates: vec![[(0.0, 0.0); 2]; SOURCES * CONFIDENCES * DEPTHS],
+        }
+    }
+}
+
+impl AcceptanceMemory {
+    /// Blends a finished request's rates in (equal weight to all before it, so the
+    /// memory follows the workload as it changes).
+    pub fn learn(&mut self, finished: &BudgetPolicy) {
+        for (mem, req) in self.rates.iter_mut().zip(&finished.rates) {
+            for (m, &(a, o)) in mem.iter_mut().zip(req) {
+                *m = (0.5 * (m.0 + a), 0.5 * (m.1 + o));
+            }
+        }
+    }
+}
+
 /// Acceptance rates and the trimming decision of one request.
 #[derive(Clone, Debug)]
 pub struct BudgetPolicy {
@@ -158,6 +188,23 @@ impl BudgetPolicy {
             idle_steps: 0,
             max_nodes,
         }
+    }
+
+    /// A policy for a new request that starts from the acceptance `learned` over earlier
+    /// requests (see [`BudgetPolicy::learned_from`]), capped in weight.
+    pub fn inheriting(max_nodes: usize, learned: &AcceptanceMemory) -> Self {
+        let mut p = Self::new(max_nodes);
+        for (mine, prev) in p.rates.iter_mut().zip(&learned.rates) {
+            for (m, &(a, o)) in mine.iter_mut().zip(prev) {
+                let f = if o > INHERITED_WEIGHT {
+                    INHERITED_WEIGHT / o
+                } else {
+                    1.0
+                };
+                *m = (a * f, o * f);
+            }
+        }
+        p
     }
 
     /// The most nodes worth asking the drafter for.
@@ -331,6 +378,32 @@ mod tests {
         for (i, n) in t.nodes.iter().enumerate() {
             assert_eq!(n.parent, i.checked_sub(1).map(|p| p as u32));
         }
+    }
+
+    #[test]
+    fn a_new_request_inherits_earlier_acceptance_with_bounded_weight() {
+        let mut done = BudgetPolicy::new(32);
+        for _ in 0..60 {
+            done.observe(&chain(16), &(0..16).collect::<Vec<_>>());
+        }
+        let mut memory = AcceptanceMemory::default();
+        memory.learn(&done);
+        let cost = CostModel::default();
+        let fresh = BudgetPolicy::new(32).trim(chain(16), 100, &cost, &mut BatchLoad::default());
+        let mut informed = BudgetPolicy::inheriting(32, &memory);
+        let kept = informed.trim(chain(16), 100, &cost, &mut BatchLoad::default());
+        assert!(
+            kept.len() > fresh.len(),
+            "{} vs {}",
+            kept.len(),
+            fresh.len()
+        );
+        // Bounded: the request's own rejections soon turn drafting off.
+        for _ in 0..40 {
+            informed.observe(&chain(8), &[]);
+        }
+        let after = informed.trim(chain(16), 100, &cost, &mut BatchLoad::default());
+        assert!(after.len() <= PROBE_NODES, "{} nodes", after.len());
     }
 
     #[test]

@@ -8,7 +8,7 @@ use specdec_runtime::{Model, SeqInput, Want};
 use specdec_tokenizer::Tokenizer;
 use specdec_verify::SamplingParams;
 
-use crate::budget::{BatchLoad, CostModel};
+use crate::budget::{AcceptanceMemory, BatchLoad, BudgetPolicy, CostModel};
 use crate::generation::{Generation, Sink};
 use crate::prefix_cache::PrefixCache;
 use crate::stats::SpecStats;
@@ -82,6 +82,7 @@ pub struct Engine<'m> {
     tokenizer: &'m Tokenizer,
     cost: std::sync::Mutex<CostModel>,
     prefix_cache: Option<std::sync::Mutex<PrefixCache>>,
+    acceptance: std::sync::Mutex<AcceptanceMemory>,
 }
 
 impl<'m> Engine<'m> {
@@ -91,6 +92,7 @@ impl<'m> Engine<'m> {
             tokenizer,
             cost: std::sync::Mutex::new(CostModel::default()),
             prefix_cache: None,
+            acceptance: std::sync::Mutex::new(AcceptanceMemory::default()),
         }
     }
 
@@ -110,7 +112,14 @@ impl<'m> Engine<'m> {
     /// Ends a generation and returns what it produced; its cache goes to the prefix
     /// cache.
     pub fn finish(&self, g: Generation<'_>) -> GenerateOutput {
-        let (out, seq) = g.into_parts(self.tokenizer);
+        let drafted = g.drafted();
+        let (out, seq, policy) = g.into_parts(self.tokenizer);
+        if drafted {
+            self.acceptance
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .learn(&policy);
+        }
         if let Some(c) = &self.prefix_cache {
             c.lock().unwrap_or_else(|e| e.into_inner()).insert(seq);
         }
@@ -161,7 +170,11 @@ impl<'m> Engine<'m> {
             .as_ref()
             .and_then(|c| c.lock().unwrap_or_else(|e| e.into_inner()).lookup(head))
             .unwrap_or_else(|| self.model.new_sequence());
-        Ok(Generation::new(req, seq, drafter, sink))
+        let policy = BudgetPolicy::inheriting(
+            req.max_draft,
+            &self.acceptance.lock().unwrap_or_else(|e| e.into_inner()),
+        );
+        Ok(Generation::new(req, seq, drafter, sink, policy))
     }
 
     /// Runs one forward for every unfinished generation of `batch` together: a prefill

@@ -119,12 +119,13 @@ impl<'a> Generation<'a> {
         seq: Sequence,
         drafter: Option<Box<dyn Drafter + 'a>>,
         sink: Sink<'a>,
+        policy: BudgetPolicy,
     ) -> Self {
         let pending = *req.prompt.last().expect("checked non-empty");
         let cached = seq.len();
         Generation {
             rng: Rng::new(req.sampling.seed),
-            policy: BudgetPolicy::new(req.max_draft),
+            policy,
             out: Output {
                 tokens: Vec::new(),
                 text: String::new(),
@@ -147,6 +148,11 @@ impl<'a> Generation<'a> {
             prefill_time: None,
             plan: None,
         }
+    }
+
+    /// Whether any step verified a draft (only then has the policy learned anything).
+    pub(crate) fn drafted(&self) -> bool {
+        self.stats.draft_steps > 0
     }
 
     pub fn is_finished(&self) -> bool {
@@ -173,7 +179,10 @@ impl<'a> Generation<'a> {
     }
 
     /// Ends the generation: what it produced, and its cache (for prefix reuse).
-    pub(crate) fn into_parts(mut self, tok: &Tokenizer) -> (GenerateOutput, Sequence) {
+    pub(crate) fn into_parts(
+        mut self,
+        tok: &Tokenizer,
+    ) -> (GenerateOutput, Sequence, BudgetPolicy) {
         let finish = self.finish.unwrap_or(FinishReason::Cancelled);
         self.out.finish(tok, finish);
         if let (Some(d), true) = (self.drafter.as_mut(), self.prefill_time.is_some()) {
@@ -191,7 +200,7 @@ impl<'a> Generation<'a> {
             finish_reason: finish,
             spec: self.stats,
         };
-        (out, self.seq)
+        (out, self.seq, self.policy)
     }
 
     fn head(&self) -> &[u32] {
