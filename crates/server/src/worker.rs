@@ -114,6 +114,7 @@ fn run(
         engine = engine.with_prefix_cache(config.prefix_cache_bytes);
     }
     let mut active: Vec<Active> = Vec::new();
+    let (mut last_save, mut unsaved) = (Instant::now(), 0usize);
     loop {
         if active.is_empty() {
             match rx.blocking_recv() {
@@ -177,11 +178,24 @@ fn run(
             if active[i].gen.is_finished() {
                 let a = active.swap_remove(i);
                 finish(a, &engine, config, metrics);
+                unsaved += 1;
             } else {
                 i += 1;
             }
         }
+        // A crash loses at most this much of what the trie learned.
+        if unsaved > 0 && last_save.elapsed() >= TRIE_SAVE_EVERY {
+            save_trie(trie, config);
+            (last_save, unsaved) = (Instant::now(), 0);
+        }
     }
+    save_trie(trie, config);
+}
+
+/// How often a trie that learned from finished requests is saved while serving.
+const TRIE_SAVE_EVERY: Duration = Duration::from_secs(60);
+
+fn save_trie(trie: &Mutex<Trie>, config: &WorkerConfig) {
     if let Some(path) = &config.trie_file {
         let t = trie.lock().unwrap_or_else(|e| e.into_inner());
         match t.save(path) {
