@@ -25,6 +25,8 @@ pub enum ApiError {
     UnknownModel { requested: String, served: String },
     #[error("missing or wrong API key: send `Authorization: Bearer <key>`")]
     Unauthorized,
+    #[error("the request body is over the limit of {0} bytes")]
+    TooLarge(usize),
     #[error("no route for {0}")]
     NotFound(String),
     #[error("{0} does not accept this HTTP method")]
@@ -54,6 +56,7 @@ impl ApiError {
             }
             ApiError::UnknownModel { .. } | ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
+            ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::QueueFull(_) => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
@@ -66,6 +69,7 @@ impl ApiError {
     fn kind(&self) -> (&'static str, Option<&'static str>) {
         match self {
             ApiError::Malformed(_) | ApiError::Invalid { .. } => ("invalid_request_error", None),
+            ApiError::TooLarge(_) => ("invalid_request_error", Some("request_too_large")),
             ApiError::ContextLength { .. } => {
                 ("invalid_request_error", Some("context_length_exceeded"))
             }

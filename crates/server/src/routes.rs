@@ -129,7 +129,10 @@ fn enqueue(
     endpoint: Endpoint,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Enqueued, ApiError> {
-    let body = body.map_err(|e| ApiError::Malformed(format!("could not read the body: {e}")))?;
+    let body = body.map_err(|e| match e.status() {
+        axum::http::StatusCode::PAYLOAD_TOO_LARGE => ApiError::TooLarge(crate::MAX_BODY_BYTES),
+        _ => ApiError::Malformed(format!("could not read the body: {e}")),
+    })?;
     let req = validate::parse(&s.frontend, endpoint, &body)?;
     static NEXT_ID: AtomicU64 = AtomicU64::new(1);
     let n = NEXT_ID.fetch_add(1, Ordering::Relaxed);

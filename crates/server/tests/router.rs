@@ -255,6 +255,12 @@ async fn every_bad_request_gets_an_openai_error_that_says_what_to_fix() {
         assert_eq!(s, StatusCode::BAD_REQUEST, "{body} -> {v}");
         assert!(v.to_string().contains(needle), "{needle:?} not in {v}");
     }
+    let huge = format!(
+        "{{\"model\": \"{}\"}}",
+        "x".repeat(specdec_server::MAX_BODY_BYTES)
+    );
+    let (s, v) = send_json(app(), post("/v1/completions", &huge)).await;
+    assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE, "{v}");
     let (s, v) = send_json(app(), get("/v1/nothing")).await;
     assert_eq!(
         (s, v["error"]["code"].as_str()),
