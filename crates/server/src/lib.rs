@@ -137,7 +137,6 @@ impl Server {
             Arc::new(Mutex::new(trie)),
             worker::WorkerConfig {
                 max_concurrent: config.max_concurrent,
-                max_queue: config.max_queue,
                 timeout: config.timeout,
                 trie_file: config.trie.clone(),
                 prefix_cache_bytes: config.prefix_cache_bytes,

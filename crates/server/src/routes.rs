@@ -23,7 +23,7 @@ use crate::api::{
     CompletionTokensDetails, ModelCard, ModelList, PromptTokensDetails, SpeculationReport, Usage,
 };
 use crate::error::ApiError;
-use crate::validate::{self, Endpoint};
+use crate::validate::{self, Endpoint, ValidRequest};
 use crate::worker::{Event, Job};
 use crate::AppState;
 
@@ -133,7 +133,13 @@ fn enqueue(
         axum::http::StatusCode::PAYLOAD_TOO_LARGE => ApiError::TooLarge(crate::MAX_BODY_BYTES),
         _ => ApiError::Malformed(format!("could not read the body: {e}")),
     })?;
-    let req = validate::parse(&s.frontend, endpoint, &body)?;
+    let ValidRequest {
+        gen,
+        method,
+        stream,
+        include_usage,
+        prediction,
+    } = validate::parse(&s.frontend, endpoint, &body)?;
     static NEXT_ID: AtomicU64 = AtomicU64::new(1);
     let n = NEXT_ID.fetch_add(1, Ordering::Relaxed);
     let meta = Meta {
@@ -144,14 +150,15 @@ fn enqueue(
         created: unix_now(),
         model: s.frontend.model_id.clone(),
         endpoint,
-        method: req.method,
-        include_usage: req.include_usage,
-        prediction: req.prediction.clone(),
+        method,
+        include_usage,
+        prediction,
     };
-    let stream = req.stream;
     let (tx, rx) = mpsc::unbounded_channel();
     s.queue.submit(Job {
-        req,
+        gen,
+        method,
+        stream,
         events: tx,
         arrived: Instant::now(),
     })?;

@@ -34,7 +34,6 @@ pub struct Frontend {
 /// A request the engine can run as it is.
 #[derive(Debug)]
 pub struct ValidRequest {
-    pub endpoint: Endpoint,
     pub gen: GenerateRequest,
     pub method: DraftMethod,
     pub stream: bool,
@@ -430,7 +429,6 @@ fn validate(
         references.push(encode_ref(r, "speculation")?);
     }
     Ok(ValidRequest {
-        endpoint,
         gen: GenerateRequest {
             prompt,
             max_tokens,

@@ -8,14 +8,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use specdec_drafters::Trie;
-use specdec_engine::{DraftMethod, Engine, GenerateOutput, Generation};
+use specdec_engine::{DraftMethod, Engine, GenerateOutput, GenerateRequest, Generation, Sink};
 use specdec_runtime::Model;
 use specdec_tokenizer::Tokenizer;
 use tokio::sync::mpsc;
 
 use crate::error::ApiError;
 use crate::metrics::Metrics;
-use crate::validate::ValidRequest;
 
 /// What a request's handler hears from the engine.
 #[derive(Debug)]
@@ -26,7 +25,10 @@ pub enum Event {
 }
 
 pub struct Job {
-    pub req: ValidRequest,
+    pub gen: GenerateRequest,
+    pub method: DraftMethod,
+    /// Whether the client reads the text as it comes (SSE).
+    pub stream: bool,
     pub events: mpsc::UnboundedSender<Event>,
     pub arrived: Instant,
 }
@@ -34,7 +36,6 @@ pub struct Job {
 #[derive(Clone, Debug)]
 pub struct WorkerConfig {
     pub max_concurrent: usize,
-    pub max_queue: usize,
     pub timeout: Duration,
     /// Where the trie is saved when the engine stops.
     pub trie_file: Option<PathBuf>,
@@ -122,7 +123,7 @@ fn run(
                 None => break,
             }
         }
-        while active.len() < config.max_concurrent.max(1) {
+        while active.len() < config.max_concurrent {
             match rx.try_recv() {
                 Ok(job) => admit(&engine, trie, config, metrics, job, &mut active),
                 Err(_) => break,
@@ -148,10 +149,8 @@ fn run(
         };
         let failure = match stepped {
             Ok(Ok(())) => None,
-            Ok(Err(e)) => Some(ApiError::Internal(e.to_string())),
-            Err(_) => Some(ApiError::Internal(
-                "the engine panicked on this batch".into(),
-            )),
+            Ok(Err(e)) => Some(e.to_string()),
+            Err(_) => Some("the engine panicked on this batch".to_string()),
         };
         if let Some(e) = failure {
             tracing::error!("step failed for {} requests: {e}", active.len());
@@ -159,7 +158,7 @@ fn run(
                 metrics.running(-1);
                 let _ = a
                     .events
-                    .send(Event::Done(Err(ApiError::Internal(e.to_string()))));
+                    .send(Event::Done(Err(ApiError::Internal(e.clone()))));
             }
             continue;
         }
@@ -220,13 +219,15 @@ fn admit(
         metrics.finished("cancelled", 0, &spec, job.arrived.elapsed());
         return;
     }
-    let drafter = match job.req.method {
-        DraftMethod::None => None,
-        m => m.drafter(trie),
-    };
+    let drafter = job.method.drafter(trie);
     let tx = job.events.clone();
-    let sink = Box::new(move |t: &str| tx.send(Event::Text(t.to_string())).is_ok());
-    match engine.start(job.req.gen, drafter, sink) {
+    // Only a stream needs the text as it comes; a whole response takes it from the output.
+    let sink: Sink<'static> = if job.stream {
+        Box::new(move |t: &str| tx.send(Event::Text(t.to_string())).is_ok())
+    } else {
+        Box::new(move |_: &str| !tx.is_closed())
+    };
+    match engine.start(job.gen, drafter, sink) {
         Ok(gen) => {
             metrics.running(1);
             active.push(Active {
