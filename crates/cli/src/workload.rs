@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use serde::Serialize;
-use specdec_engine::{DraftMethod, Engine, GenerateOutput, GenerateRequest, SamplingParams};
+use specdec_engine::{DraftMethod, Engine, GenerateRequest, SamplingParams, SpecStats};
 use specdec_runtime::{Node, SeqInput, Want};
 use specdec_workloads::{read_jsonl, Record};
 
@@ -135,7 +135,7 @@ pub fn run(opts: &Options) -> anyhow::Result<()> {
         .iter()
         .map(|_| std::sync::Arc::new(std::sync::Mutex::new(snapshot.clone())))
         .collect();
-    let mut rows: Vec<(usize, RecordRow, GenerateOutput)> = Vec::new();
+    let mut rows: Vec<(usize, RecordRow, SpecStats)> = Vec::new();
     let (mut oracle_tokens, mut oracle_steps) = (0, 0);
     for (ri, r) in records.iter().enumerate() {
         let req = request(&loaded, r, opts)?;
@@ -172,7 +172,7 @@ pub fn run(opts: &Options) -> anyhow::Result<()> {
                 draft_ms: out.spec.draft_time.as_secs_f64() * 1e3,
                 identical_to_plain: first_divergence.is_none(),
                 first_divergence,
-                token_ids: out.token_ids.clone(),
+                token_ids: out.token_ids,
             };
             if !opts.json {
                 eprintln!(
@@ -191,7 +191,7 @@ pub fn run(opts: &Options) -> anyhow::Result<()> {
                     }
                 );
             }
-            rows.push((mi, row, out));
+            rows.push((mi, row, out.spec));
         }
     }
     let summary = summarize(&methods, &rows);
@@ -215,10 +215,7 @@ pub fn run(opts: &Options) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn summarize(
-    methods: &[DraftMethod],
-    rows: &[(usize, RecordRow, GenerateOutput)],
-) -> Vec<SummaryRow> {
+fn summarize(methods: &[DraftMethod], rows: &[(usize, RecordRow, SpecStats)]) -> Vec<SummaryRow> {
     let mut out: Vec<SummaryRow> = Vec::new();
     for (mi, m) in methods.iter().enumerate() {
         let mine: Vec<_> = rows.iter().filter(|(i, _, _)| *i == mi).collect();
@@ -228,19 +225,9 @@ fn summarize(
             .iter()
             .map(|(_, r, _)| r.elapsed_ms - r.prefill_ms)
             .sum();
-        let steps: usize = mine.iter().map(|(_, _, o)| o.spec.steps).sum();
-        let mut by_pos: Vec<usize> = Vec::new();
-        let mut by_source = BTreeMap::new();
+        let mut spec = SpecStats::default();
         for (_, _, o) in &mine {
-            for (d, &c) in o.spec.accepted_by_position.iter().enumerate() {
-                if by_pos.len() <= d {
-                    by_pos.resize(d + 1, 0);
-                }
-                by_pos[d] += c;
-            }
-            for (s, &c) in &o.spec.accepted_by_source {
-                *by_source.entry(*s).or_default() += c;
-            }
+            spec.merge(o);
         }
         let tps = tokens as f64 / (decode / 1e3).max(1e-9);
         out.push(SummaryRow {
@@ -251,10 +238,10 @@ fn summarize(
             decode_ms: decode,
             tokens_per_second: tps,
             speedup_vs_none: out.first().map_or(1.0, |none| tps / none.tokens_per_second),
-            mean_accepted_length: tokens as f64 / steps.max(1) as f64,
+            mean_accepted_length: spec.mean_accepted_length(tokens),
             identical_records: mine.iter().filter(|(_, r, _)| r.identical_to_plain).count(),
-            accepted_by_position: by_pos,
-            accepted_by_source: by_source,
+            accepted_by_position: spec.accepted_by_position,
+            accepted_by_source: spec.accepted_by_source,
         });
     }
     out

@@ -44,6 +44,32 @@ impl SpecStats {
         }
     }
 
+    /// Adds another request's statistics to these (for totals over requests).
+    pub fn merge(&mut self, other: &SpecStats) {
+        self.steps += other.steps;
+        self.draft_steps += other.draft_steps;
+        self.drafted_tokens += other.drafted_tokens;
+        self.accepted_tokens += other.accepted_tokens;
+        if self.accepted_by_position.len() < other.accepted_by_position.len() {
+            self.accepted_by_position
+                .resize(other.accepted_by_position.len(), 0);
+        }
+        for (mine, theirs) in self
+            .accepted_by_position
+            .iter_mut()
+            .zip(&other.accepted_by_position)
+        {
+            *mine += theirs;
+        }
+        for (s, n) in &other.drafted_by_source {
+            *self.drafted_by_source.entry(s).or_default() += n;
+        }
+        for (s, n) in &other.accepted_by_source {
+            *self.accepted_by_source.entry(s).or_default() += n;
+        }
+        self.draft_time += other.draft_time;
+    }
+
     /// Tokens emitted per decode forward, bonus included.
     pub fn mean_accepted_length(&self, completion_tokens: usize) -> f64 {
         if self.steps == 0 {

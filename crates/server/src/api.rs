@@ -38,11 +38,8 @@ pub enum Content {
 pub struct ContentPart {
     #[serde(rename = "type")]
     pub kind: String,
-    #[serde(default)]
     pub text: Option<String>,
-    #[serde(default)]
     pub image_url: Option<Value>,
-    #[serde(default)]
     pub input_audio: Option<Value>,
 }
 
@@ -50,24 +47,17 @@ pub struct ContentPart {
 #[serde(deny_unknown_fields)]
 pub struct Message {
     pub role: String,
-    #[serde(default)]
     pub content: Option<Content>,
-    #[serde(default)]
     pub name: Option<String>,
-    #[serde(default)]
     pub tool_calls: Option<Value>,
-    #[serde(default)]
     pub tool_call_id: Option<String>,
-    #[serde(default)]
     pub refusal: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StreamOptions {
-    #[serde(default)]
     pub include_usage: Option<bool>,
-    #[serde(default)]
     pub include_obfuscation: Option<bool>,
 }
 
@@ -84,102 +74,58 @@ pub struct Prediction {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Speculation {
-    #[serde(default)]
     pub method: Option<String>,
-    #[serde(default)]
     pub max_draft_tokens: Option<i64>,
-    #[serde(default)]
     pub references: Option<Vec<String>>,
 }
 
 /// A request body of either endpoint. One type for both, because serde cannot combine
 /// `flatten` with `deny_unknown_fields`; validation refuses fields of the other endpoint.
-#[derive(Debug, Default, Deserialize)]
+/// (A missing `Option` field is `None` without `#[serde(default)]`.)
+#[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RequestBody {
-    #[serde(default)]
     pub model: Option<String>,
-    #[serde(default)]
     pub messages: Option<Vec<Message>>,
-    #[serde(default)]
     pub prompt: Option<PromptInput>,
-    #[serde(default)]
     pub max_tokens: Option<i64>,
-    #[serde(default)]
     pub max_completion_tokens: Option<i64>,
-    #[serde(default)]
     pub temperature: Option<f64>,
-    #[serde(default)]
     pub top_p: Option<f64>,
-    #[serde(default)]
     pub top_k: Option<i64>,
-    #[serde(default)]
     pub min_p: Option<f64>,
-    #[serde(default)]
     pub repetition_penalty: Option<f64>,
-    #[serde(default)]
     pub presence_penalty: Option<f64>,
-    #[serde(default)]
     pub frequency_penalty: Option<f64>,
-    #[serde(default)]
     pub seed: Option<i64>,
-    #[serde(default)]
     pub n: Option<i64>,
-    #[serde(default)]
     pub best_of: Option<i64>,
-    #[serde(default)]
     pub stop: Option<OneOrMany>,
-    #[serde(default)]
     pub stream: Option<bool>,
-    #[serde(default)]
     pub stream_options: Option<StreamOptions>,
-    #[serde(default)]
     pub logprobs: Option<Value>,
-    #[serde(default)]
     pub top_logprobs: Option<Value>,
-    #[serde(default)]
     pub logit_bias: Option<Value>,
-    #[serde(default)]
     pub echo: Option<bool>,
-    #[serde(default)]
     pub suffix: Option<String>,
-    #[serde(default)]
     pub user: Option<String>,
-    #[serde(default)]
     pub prediction: Option<Prediction>,
-    #[serde(default)]
     pub speculation: Option<Speculation>,
-    #[serde(default)]
     pub tools: Option<Value>,
-    #[serde(default)]
     pub tool_choice: Option<Value>,
-    #[serde(default)]
     pub parallel_tool_calls: Option<Value>,
-    #[serde(default)]
     pub functions: Option<Value>,
-    #[serde(default)]
     pub function_call: Option<Value>,
-    #[serde(default)]
     pub response_format: Option<Value>,
-    #[serde(default)]
     pub store: Option<Value>,
-    #[serde(default)]
     pub metadata: Option<Value>,
-    #[serde(default)]
     pub reasoning_effort: Option<Value>,
-    #[serde(default)]
     pub modalities: Option<Value>,
-    #[serde(default)]
     pub audio: Option<Value>,
-    #[serde(default)]
     pub service_tier: Option<Value>,
-    #[serde(default)]
     pub web_search_options: Option<Value>,
-    #[serde(default)]
     pub safety_identifier: Option<Value>,
-    #[serde(default)]
     pub prompt_cache_key: Option<Value>,
-    #[serde(default)]
     pub verbosity: Option<Value>,
 }
 

@@ -3,7 +3,7 @@
 //! client crates cannot emit the colon vLLM's names carry.
 
 use std::collections::BTreeMap;
-use std::fmt::Write;
+use std::fmt::{Display, Write};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -25,7 +25,7 @@ impl Histogram {
     }
 
     fn observe(&self, v: f64) {
-        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut s = lock(&self.state);
         if let Some(i) = self.bounds.iter().position(|&b| v <= b) {
             s.0[i] += 1;
         }
@@ -34,7 +34,7 @@ impl Histogram {
     }
 
     fn render(&self, out: &mut String, name: &str, help: &str, label: &str) {
-        let s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let s = lock(&self.state);
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
         let mut cumulative = 0;
         for (b, c) in self.bounds.iter().zip(&s.0) {
@@ -57,10 +57,8 @@ const TTFT_BUCKETS: &[f64] = &[
 /// Server-wide counters; cheap to update from the engine thread.
 pub struct Metrics {
     label: String,
-    drafts: AtomicU64,
-    draft_tokens: AtomicU64,
-    accepted_tokens: AtomicU64,
-    accepted_per_pos: Mutex<Vec<u64>>,
+    /// Speculation totals over finished requests.
+    spec: Mutex<SpecStats>,
     generation_tokens: AtomicU64,
     prompt_tokens: AtomicU64,
     finished: Mutex<BTreeMap<&'static str, u64>>,
@@ -75,10 +73,7 @@ impl Metrics {
         let escaped = model_name.replace('\\', "\\\\").replace('"', "\\\"");
         Metrics {
             label: format!("model_name=\"{escaped}\""),
-            drafts: AtomicU64::new(0),
-            draft_tokens: AtomicU64::new(0),
-            accepted_tokens: AtomicU64::new(0),
-            accepted_per_pos: Mutex::new(Vec::new()),
+            spec: Mutex::new(SpecStats::default()),
             generation_tokens: AtomicU64::new(0),
             prompt_tokens: AtomicU64::new(0),
             finished: Mutex::new(BTreeMap::new()),
@@ -115,29 +110,8 @@ impl Metrics {
         latency: Duration,
     ) {
         self.prompt_tokens.fetch_add(prompt as u64, Relaxed);
-        self.drafts.fetch_add(spec.draft_steps as u64, Relaxed);
-        self.draft_tokens
-            .fetch_add(spec.drafted_tokens as u64, Relaxed);
-        self.accepted_tokens
-            .fetch_add(spec.accepted_tokens as u64, Relaxed);
-        {
-            let mut per = self
-                .accepted_per_pos
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
-            if per.len() < spec.accepted_by_position.len() {
-                per.resize(spec.accepted_by_position.len(), 0);
-            }
-            for (p, &n) in per.iter_mut().zip(&spec.accepted_by_position) {
-                *p += n as u64;
-            }
-        }
-        *self
-            .finished
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .entry(reason)
-            .or_default() += 1;
+        lock(&self.spec).merge(spec);
+        *lock(&self.finished).entry(reason).or_default() += 1;
         self.e2e.observe(latency.as_secs_f64());
     }
 
@@ -145,6 +119,7 @@ impl Metrics {
     pub fn render(&self) -> String {
         let l = &self.label;
         let mut out = String::new();
+        let spec = lock(&self.spec).clone();
         let mut line = |name: &str, kind: &str, help: &str, value: String| {
             let _ = writeln!(
                 out,
@@ -155,31 +130,31 @@ impl Metrics {
             (
                 "vllm:spec_decode_num_drafts_total",
                 "Verify steps that carried a draft.",
-                &self.drafts,
+                spec.draft_steps as u64,
             ),
             (
                 "vllm:spec_decode_num_draft_tokens_total",
                 "Draft tokens verified.",
-                &self.draft_tokens,
+                spec.drafted_tokens as u64,
             ),
             (
                 "vllm:spec_decode_num_accepted_tokens_total",
                 "Draft tokens accepted.",
-                &self.accepted_tokens,
+                spec.accepted_tokens as u64,
             ),
             (
                 "vllm:generation_tokens_total",
                 "Tokens generated.",
-                &self.generation_tokens,
+                self.generation_tokens.load(Relaxed),
             ),
             (
                 "vllm:prompt_tokens_total",
                 "Prompt tokens of finished requests.",
-                &self.prompt_tokens,
+                self.prompt_tokens.load(Relaxed),
             ),
         ];
-        for (name, help, c) in counters {
-            line(name, "counter", help, c.load(Relaxed).to_string());
+        for (name, help, n) in counters {
+            line(name, "counter", help, n.to_string());
         }
         line(
             "vllm:num_requests_waiting",
@@ -193,33 +168,22 @@ impl Metrics {
             "Requests being generated.",
             self.running.load(Relaxed).to_string(),
         );
-        let name = "vllm:spec_decode_num_accepted_tokens_per_pos_total";
-        let _ = writeln!(
-            out,
-            "# HELP {name} Draft tokens accepted at each depth of the draft.\n# TYPE {name} counter"
+        labelled(
+            &mut out,
+            "vllm:spec_decode_num_accepted_tokens_per_pos_total",
+            "Draft tokens accepted at each depth of the draft.",
+            l,
+            "position",
+            spec.accepted_by_position.iter().enumerate(),
         );
-        for (p, n) in self
-            .accepted_per_pos
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .enumerate()
-        {
-            let _ = writeln!(out, "{name}{{{l},position=\"{p}\"}} {n}");
-        }
-        let name = "vllm:request_success_total";
-        let _ = writeln!(
-            out,
-            "# HELP {name} Requests finished, by reason.\n# TYPE {name} counter"
+        labelled(
+            &mut out,
+            "vllm:request_success_total",
+            "Requests finished, by reason.",
+            l,
+            "finished_reason",
+            lock(&self.finished).iter(),
         );
-        for (reason, n) in self
-            .finished
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-        {
-            let _ = writeln!(out, "{name}{{{l},finished_reason=\"{reason}\"}} {n}");
-        }
         self.e2e.render(
             &mut out,
             "vllm:e2e_request_latency_seconds",
@@ -234,4 +198,24 @@ impl Metrics {
         );
         out
     }
+}
+
+/// A counter family with one extra label: its header, then a line per (label value, count).
+fn labelled<K: Display, V: Display>(
+    out: &mut String,
+    name: &str,
+    help: &str,
+    base: &str,
+    key: &str,
+    rows: impl IntoIterator<Item = (K, V)>,
+) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+    for (k, v) in rows {
+        let _ = writeln!(out, "{name}{{{base},{key}=\"{k}\"}} {v}");
+    }
+}
+
+/// Metrics stay readable after a panic elsewhere poisoned a lock.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }

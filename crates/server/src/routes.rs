@@ -230,9 +230,16 @@ fn whole(meta: &Meta, out: &GenerateOutput) -> Value {
             json!({"index": 0, "text": out.text, "finish_reason": finish, "logprobs": null})
         }
     };
-    json!({"id": meta.id, "object": object(meta, false), "created": meta.created,
-        "model": meta.model, "system_fingerprint": null, "choices": [choice],
-        "usage": usage(meta, out), "speculation": report(meta, out)})
+    let mut body = envelope(meta, false, json!([choice]));
+    body["usage"] = json!(usage(meta, out));
+    body["speculation"] = json!(report(meta, out));
+    body
+}
+
+/// The fields every response body and chunk carries around its `choices`.
+fn envelope(meta: &Meta, chunk: bool, choices: Value) -> Value {
+    json!({"id": meta.id, "object": object(meta, chunk), "created": meta.created,
+        "model": meta.model, "system_fingerprint": null, "choices": choices})
 }
 
 /// One streamed chunk: `delta` text (or the role), `finish` on the last.
@@ -252,8 +259,7 @@ fn chunk(meta: &Meta, text: Option<&str>, role: bool, finish: Option<&str>) -> V
             json!({"index": 0, "text": text.unwrap_or(""), "finish_reason": finish, "logprobs": null})
         }
     };
-    json!({"id": meta.id, "object": object(meta, true), "created": meta.created,
-        "model": meta.model, "system_fingerprint": null, "choices": [choice]})
+    envelope(meta, true, json!([choice]))
 }
 
 struct StreamState {
@@ -275,8 +281,7 @@ impl StreamState {
                 last["speculation"] = json!(report(meta, &out));
                 self.queue.push_back(last.to_string());
                 if meta.include_usage {
-                    let mut u = chunk(meta, None, false, None);
-                    u["choices"] = json!([]);
+                    let mut u = envelope(meta, true, json!([]));
                     u["usage"] = json!(usage(meta, &out));
                     self.queue.push_back(u.to_string());
                 }
