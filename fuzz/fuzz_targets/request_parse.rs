@@ -3,27 +3,19 @@
 //! model's tokenizer and chat template (`$SPECDEC_MODEL` or the cached default).
 #![no_main]
 
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
 use specdec_engine::DraftMethod;
 use specdec_gguf::GgufFile;
 use specdec_server::validate::{parse, Endpoint, Frontend};
-use specdec_tokenizer::{ChatTemplate, Tokenizer};
 
 fn frontend() -> &'static Frontend {
     static F: OnceLock<Frontend> = OnceLock::new();
     F.get_or_init(|| {
         let path = specdec_model_store::resolve(None, true).expect("the default model");
         let file = GgufFile::open(path).expect("model file");
-        Frontend {
-            model_id: "smol".into(),
-            context_length: 8192,
-            tokenizer: Arc::new(Tokenizer::from_gguf(&file).expect("tokenizer")),
-            template: Arc::new(ChatTemplate::from_gguf_or_chatml(&file).expect("template")),
-            default_method: DraftMethod::Auto,
-            default_max_draft: 32,
-        }
+        Frontend::from_gguf(&file, "smol".into(), DraftMethod::Auto, 32).unwrap()
     })
 }
 

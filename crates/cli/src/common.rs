@@ -22,7 +22,8 @@ pub struct ModelArgs {
 pub struct Loaded {
     pub model: Model,
     pub tokenizer: Tokenizer,
-    pub template: Option<ChatTemplate>,
+    /// The file's template, or ChatML when it has none.
+    pub template: ChatTemplate,
 }
 
 pub fn model_path(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
@@ -34,7 +35,7 @@ pub fn load(args: &ModelArgs) -> anyhow::Result<Loaded> {
     let file = GgufFile::open(&path).with_context(|| format!("loading {}", path.display()))?;
     let tokenizer =
         Tokenizer::from_gguf(&file).with_context(|| format!("tokenizer of {}", path.display()))?;
-    let template = Some(ChatTemplate::from_gguf_or_chatml(&file)?);
+    let template = ChatTemplate::from_gguf_or_chatml(&file)?;
     let model = Model::from_gguf(&file, Executor::new(args.threads.max(1)))
         .with_context(|| format!("model {}", path.display()))?;
     Ok(Loaded {
@@ -55,22 +56,12 @@ impl Loaded {
         if !chat {
             return Ok(self.tokenizer.encode_prompt(prompt)?);
         }
-        let template = self
-            .template
-            .as_ref()
-            .context("this model has no chat template")?;
         let mut messages = Vec::new();
         if let Some(s) = system {
-            messages.push(ChatMessage {
-                role: "system".into(),
-                content: s.into(),
-            });
+            messages.push(ChatMessage::new("system", s));
         }
-        messages.push(ChatMessage {
-            role: "user".into(),
-            content: prompt.into(),
-        });
-        let text = template.render(&messages, true)?;
+        messages.push(ChatMessage::new("user", prompt));
+        let text = self.template.render(&messages, true)?;
         Ok(self.tokenizer.encode_prompt(&text)?)
     }
 }

@@ -1,12 +1,12 @@
 //! Speculation options shared by `generate` and `bench`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use anyhow::Context;
 use clap::Args;
 use specdec_drafters::Trie;
-use specdec_engine::{new_trie, SpecStats};
+use specdec_engine::SpecStats;
 use specdec_tokenizer::Tokenizer;
 
 #[derive(Args, Debug, Clone)]
@@ -36,13 +36,9 @@ impl DraftArgs {
 
     /// The trie from `--trie` if the file exists, else an empty one.
     pub fn load_trie(&self) -> anyhow::Result<Arc<Mutex<Trie>>> {
-        match &self.trie {
-            Some(p) if p.exists() => {
-                let t = Trie::load(p).with_context(|| format!("loading trie {}", p.display()))?;
-                Ok(Arc::new(Mutex::new(t)))
-            }
-            _ => Ok(new_trie()),
-        }
+        let path = self.trie.as_deref();
+        specdec_engine::load_trie(path)
+            .with_context(|| format!("loading trie {}", path.unwrap_or(Path::new("")).display()))
     }
 
     pub fn save_trie(&self, trie: &Arc<Mutex<Trie>>) -> anyhow::Result<()> {

@@ -3,8 +3,8 @@
 use std::sync::{Arc, Mutex};
 
 use specdec_drafters::{
-    Drafter, MixDrafter, ReferenceDrafter, SuffixDrafter, Trie, TrieConfig, TrieDrafter,
-    TrieDrafterConfig,
+    DraftError, Drafter, MixDrafter, ReferenceDrafter, SuffixDrafter, Trie, TrieConfig,
+    TrieDrafter, TrieDrafterConfig,
 };
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -68,6 +68,14 @@ impl DraftMethod {
             DraftMethod::Suffix => Some(Box::new(SuffixDrafter::default())),
             DraftMethod::Auto => Some(Box::new(MixDrafter::auto(Some(trie.clone())))),
         }
+    }
+}
+
+/// The trie saved at `path` if that file exists, else an empty one (a process's first run).
+pub fn load_trie(path: Option<&std::path::Path>) -> Result<Arc<Mutex<Trie>>, DraftError> {
+    match path {
+        Some(p) if p.exists() => Ok(Arc::new(Mutex::new(Trie::load(p)?))),
+        _ => Ok(new_trie()),
     }
 }
 

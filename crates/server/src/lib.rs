@@ -15,14 +15,12 @@ pub mod validate;
 pub mod worker;
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use specdec_drafters::{Trie, TrieConfig};
-use specdec_engine::DraftMethod;
+use specdec_engine::{load_trie, DraftMethod};
 use specdec_gguf::GgufFile;
 use specdec_runtime::{Executor, Model};
-use specdec_tokenizer::{ChatTemplate, Tokenizer};
 
 pub use error::ApiError;
 pub use routes::router;
@@ -107,34 +105,23 @@ impl Server {
             path: config.model.clone(),
             source,
         })?;
-        let tokenizer = Arc::new(Tokenizer::from_gguf(&file)?);
-        let template = Arc::new(ChatTemplate::from_gguf_or_chatml(&file)?);
-        let model = Arc::new(Model::from_gguf(&file, Executor::new(config.threads))?);
-        let trie = match &config.trie {
-            Some(p) if p.exists() => Trie::load(p).map_err(|source| ServerError::Trie {
-                path: p.clone(),
-                source,
-            })?,
-            _ => Trie::new(TrieConfig::default()),
-        };
         let id = config
             .model_id
             .clone()
             .unwrap_or_else(|| model_id(&config.model));
-        let metrics = Arc::new(metrics::Metrics::new(&id));
+        let frontend =
+            Frontend::from_gguf(&file, id, config.default_method, config.default_max_draft)?;
+        let model = Arc::new(Model::from_gguf(&file, Executor::new(config.threads))?);
+        let trie = load_trie(config.trie.as_deref()).map_err(|source| ServerError::Trie {
+            path: config.trie.clone().unwrap_or_default(),
+            source,
+        })?;
+        let metrics = Arc::new(metrics::Metrics::new(&frontend.model_id));
         let (queue, rx) = worker::Queue::new(config.max_queue, metrics.clone());
-        let frontend = Frontend {
-            model_id: id,
-            context_length: model.config().context_length,
-            tokenizer: tokenizer.clone(),
-            template,
-            default_method: config.default_method,
-            default_max_draft: config.default_max_draft,
-        };
         let engine = worker::spawn(
             model,
-            tokenizer,
-            Arc::new(Mutex::new(trie)),
+            frontend.tokenizer.clone(),
+            trie,
             worker::WorkerConfig {
                 max_concurrent: config.max_concurrent,
                 timeout: config.timeout,

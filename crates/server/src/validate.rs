@@ -31,6 +31,25 @@ pub struct Frontend {
     pub default_max_draft: usize,
 }
 
+impl Frontend {
+    /// The edge of a server for the model in `file`.
+    pub fn from_gguf(
+        file: &specdec_gguf::GgufFile,
+        model_id: String,
+        default_method: DraftMethod,
+        default_max_draft: usize,
+    ) -> Result<Frontend, crate::ServerError> {
+        Ok(Frontend {
+            model_id,
+            context_length: specdec_runtime::ModelConfig::from_gguf(file)?.context_length,
+            tokenizer: Arc::new(Tokenizer::from_gguf(file)?),
+            template: Arc::new(ChatTemplate::from_gguf_or_chatml(file)?),
+            default_method,
+            default_max_draft,
+        })
+    }
+}
+
 /// A request the engine can run as it is.
 #[derive(Debug)]
 pub struct ValidRequest {

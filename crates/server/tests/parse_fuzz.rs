@@ -1,27 +1,19 @@
 //! 10,000 malformed and adversarial bodies through the request parser: each is a clean
 //! error or a valid request, never a panic.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
 use proptest::prelude::*;
 use serde_json::{json, Value};
 use specdec_engine::DraftMethod;
 use specdec_gguf::GgufFile;
 use specdec_server::validate::{parse, Endpoint, Frontend};
-use specdec_tokenizer::{ChatTemplate, Tokenizer};
 
 fn frontend() -> &'static Frontend {
     static F: OnceLock<Frontend> = OnceLock::new();
     F.get_or_init(|| {
         let file = GgufFile::open(specdec_model_store::resolve(None, true).unwrap()).unwrap();
-        Frontend {
-            model_id: "smol".into(),
-            context_length: 8192,
-            tokenizer: Arc::new(Tokenizer::from_gguf(&file).unwrap()),
-            template: Arc::new(ChatTemplate::from_gguf_or_chatml(&file).unwrap()),
-            default_method: DraftMethod::Auto,
-            default_max_draft: 32,
-        }
+        Frontend::from_gguf(&file, "smol".into(), DraftMethod::Auto, 32).unwrap()
     })
 }
 
