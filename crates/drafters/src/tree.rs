@@ -54,24 +54,6 @@ impl DraftTree {
         self.nodes.len()
     }
 
-    /// The children of `parent` (`None`: the roots).
-    pub fn children(&self, parent: Option<u32>) -> impl Iterator<Item = usize> + '_ {
-        self.nodes
-            .iter()
-            .enumerate()
-            .filter(move |(_, n)| n.parent == parent)
-            .map(|(i, _)| i)
-    }
-
-    /// Depth of every node (roots have depth 1: one token past the context).
-    pub fn depths(&self) -> Vec<usize> {
-        let mut d = Vec::with_capacity(self.nodes.len());
-        for n in &self.nodes {
-            d.push(n.parent.map_or(1, |p| d[p as usize] + 1));
-        }
-        d
-    }
-
     /// Checks the shape every drafter must return: parents before children, each subtree
     /// contiguous (DFS order), siblings with distinct tokens. The error names the first
     /// offending node.

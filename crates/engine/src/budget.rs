@@ -135,14 +135,28 @@ fn confidence_bucket(score: f32) -> usize {
     }
 }
 
-/// Per node: its depth and the score of its depth-1 ancestor.
-fn shape(tree: &DraftTree) -> (Vec<usize>, Vec<f32>) {
-    let depths = tree.depths();
-    let mut root_score = Vec::with_capacity(tree.len());
-    for n in &tree.nodes {
-        root_score.push(n.parent.map_or(n.score, |p| root_score[p as usize]));
+/// Every node's rate key, in one pass over the DFS-ordered tree: (source, confidence of
+/// its branch (the score of its depth-1 ancestor), depth) row, and whether it is its
+/// parent's first child (the lowest index among its siblings).
+fn keys(tree: &DraftTree) -> Vec<(usize, usize)> {
+    let n = tree.len();
+    let mut depth = Vec::with_capacity(n);
+    let mut root_score = Vec::with_capacity(n);
+    // Index n stands for the context, the parent of every root.
+    let mut has_first = vec![false; n + 1];
+    let mut keys = Vec::with_capacity(n);
+    for node in &tree.nodes {
+        let (d, r, slot) = match node.parent {
+            None => (1, node.score, n),
+            Some(p) => (depth[p as usize] + 1, root_score[p as usize], p as usize),
+        };
+        depth.push(d);
+        root_score.push(r);
+        let first = !std::mem::replace(&mut has_first[slot], true);
+        let row = source_index(node.source) * CONFIDENCES + confidence_bucket(r);
+        keys.push((row * DEPTHS + (d - 1).min(DEPTHS - 1), usize::from(!first)));
     }
-    (depths, root_score)
+    keys
 }
 
 /// Acceptance evidence carried across requests (engine-wide): each finished request's
@@ -212,16 +226,6 @@ impl BudgetPolicy {
         self.max_nodes.min(remaining.saturating_sub(1))
     }
 
-    fn key(tree: &DraftTree, i: usize, depth: usize, root_score: f32) -> (usize, usize) {
-        let n = &tree.nodes[i];
-        let first = tree.children(n.parent).next() == Some(i);
-        let row = source_index(n.source) * CONFIDENCES + confidence_bucket(root_score);
-        (
-            row * DEPTHS + (depth - 1).min(DEPTHS - 1),
-            usize::from(!first),
-        )
-    }
-
     /// Acceptance rate of a key: its own evidence, shrunk towards the rate one level up
     /// (or 50% at the first level) with the weight of two observations, so a depth never
     /// reached yet inherits the acceptance seen just above it.
@@ -251,11 +255,10 @@ impl BudgetPolicy {
             load.add(0, ctx, 0.0);
             return tree;
         }
-        let (depths, roots) = shape(&tree);
         let mut reach = vec![0f64; tree.len()];
-        for i in 0..tree.len() {
+        for (i, k) in keys(&tree).into_iter().enumerate() {
             let parent = tree.nodes[i].parent.map_or(1.0, |p| reach[p as usize]);
-            reach[i] = parent * self.rate(Self::key(&tree, i, depths[i], roots[i]));
+            reach[i] = parent * self.rate(k);
         }
         // Best first; a parent's reach is never below its child's, and ties keep DFS
         // order, so every prefix of this order is a connected subtree.
@@ -283,12 +286,16 @@ impl BudgetPolicy {
             self.idle_steps = 0;
         }
         load.add(best_k, ctx, order[..best_k].iter().map(|&i| reach[i]).sum());
-        let mut keep = vec![false; tree.len()];
-        order[..best_k].iter().for_each(|&i| keep[i] = true);
-        let mut new_index = vec![u32::MAX; tree.len()];
+        if best_k == tree.len() {
+            return tree;
+        }
+        // Kept nodes get their new index; the others keep the marker.
+        const DROPPED: u32 = u32::MAX;
+        let mut new_index = vec![DROPPED; tree.len()];
+        order[..best_k].iter().for_each(|&i| new_index[i] = 0);
         let mut nodes = Vec::with_capacity(best_k);
         for (i, n) in tree.nodes.iter().enumerate() {
-            if keep[i] {
+            if new_index[i] != DROPPED {
                 new_index[i] = nodes.len() as u32;
                 let mut n = *n;
                 n.parent = n.parent.map(|p| new_index[p as usize]);
@@ -301,13 +308,11 @@ impl BudgetPolicy {
     /// Learns from a verified tree: every node whose parent was accepted (or that hung
     /// from the context) was offered; those on `accepted` (draft indices) were accepted.
     pub fn observe(&mut self, tree: &DraftTree, accepted: &[usize]) {
-        let (depths, roots) = shape(tree);
         let mut on_path = vec![false; tree.len()];
         accepted.iter().for_each(|&i| on_path[i] = true);
-        for i in 0..tree.len() {
+        for (i, k) in keys(tree).into_iter().enumerate() {
             let offered = tree.nodes[i].parent.is_none_or(|p| on_path[p as usize]);
             if offered {
-                let k = Self::key(tree, i, depths[i], roots[i]);
                 let (a, o) = &mut self.rates[k.0][k.1];
                 // Decay old evidence so the policy follows the text.
                 *a = 0.95 * *a + f64::from(u8::from(on_path[i]));
