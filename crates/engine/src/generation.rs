@@ -27,7 +27,6 @@ pub type Sink<'a> = Box<dyn FnMut(&str) -> bool + 'a>;
 
 /// Text-side state of one request: decoding, stop strings and the sink.
 struct Output<'a> {
-    tokens: Vec<u32>,
     text: String,
     decoder: StreamDecoder,
     stops: StopMatcher,
@@ -36,12 +35,14 @@ struct Output<'a> {
 }
 
 impl Output<'_> {
-    /// Emits one token; `Some` when generation must end.
-    fn push(&mut self, tok: &Tokenizer, token: u32, max: usize) -> Option<FinishReason> {
-        if tok.stop_ids().contains(&token) {
-            return Some(FinishReason::Stop);
-        }
-        self.tokens.push(token);
+    /// Emits the output's `count`-th token; `Some` when generation must end.
+    fn push(
+        &mut self,
+        tok: &Tokenizer,
+        token: u32,
+        count: usize,
+        max: usize,
+    ) -> Option<FinishReason> {
         let piece = self.decoder.push(tok, token);
         match self.stops.push(&piece) {
             StopEvent::Text(t) => {
@@ -59,7 +60,7 @@ impl Output<'_> {
                 return Some(FinishReason::Stop);
             }
         }
-        (self.tokens.len() >= max).then_some(FinishReason::Length)
+        (count >= max).then_some(FinishReason::Length)
     }
 
     /// Releases held text once generation ended for a reason other than a stop string.
@@ -104,8 +105,8 @@ pub struct Generation<'a> {
     rng: Rng,
     policy: BudgetPolicy,
     stats: SpecStats,
+    /// The prompt followed by the output; its last token is the pending one.
     context: Vec<u32>,
-    pending: u32,
     forwards: usize,
     start: Instant,
     prefill_time: Option<Duration>,
@@ -121,13 +122,11 @@ impl<'a> Generation<'a> {
         sink: Sink<'a>,
         policy: BudgetPolicy,
     ) -> Self {
-        let pending = *req.prompt.last().expect("checked non-empty");
         let cached = seq.len();
         Generation {
             rng: Rng::new(req.sampling.seed),
             policy,
             out: Output {
-                tokens: Vec::new(),
                 text: String::new(),
                 decoder: StreamDecoder::new(true),
                 stops: StopMatcher::new(req.stop.clone()),
@@ -142,7 +141,6 @@ impl<'a> Generation<'a> {
             cached,
             drafter,
             stats: SpecStats::default(),
-            pending,
             forwards: 0,
             start: Instant::now(),
             prefill_time: None,
@@ -166,7 +164,7 @@ impl<'a> Generation<'a> {
 
     /// Tokens emitted so far.
     pub fn tokens(&self) -> &[u32] {
-        &self.out.tokens
+        &self.context[self.req.prompt.len()..]
     }
 
     pub fn request(&self) -> &GenerateRequest {
@@ -186,11 +184,11 @@ impl<'a> Generation<'a> {
         let finish = self.finish.unwrap_or(FinishReason::Cancelled);
         self.out.finish(tok, finish);
         if let (Some(d), true) = (self.drafter.as_mut(), self.prefill_time.is_some()) {
-            d.end(&self.out.tokens); // begun at the end of prefill
+            d.end(&self.context[self.req.prompt.len()..]); // begun at the end of prefill
         }
         let out = GenerateOutput {
-            completion_tokens: self.out.tokens.len(),
-            token_ids: self.out.tokens,
+            completion_tokens: self.context.len() - self.req.prompt.len(),
+            token_ids: self.context.split_off(self.req.prompt.len()),
             text: self.out.text,
             prompt_tokens: self.req.prompt.len(),
             cached_prompt_tokens: self.cached,
@@ -232,7 +230,7 @@ impl<'a> Generation<'a> {
             load.ctx_sum += nodes.len() * (self.prefilled + nodes.len() / 2);
             return Some(nodes);
         }
-        let remaining = self.req.max_tokens - self.out.tokens.len();
+        let remaining = self.req.max_tokens - self.tokens().len();
         let room = self.seq.max_len() - self.seq.len();
         let cap = self.policy.cap(remaining).min(room.saturating_sub(1));
         let t0 = Instant::now();
@@ -249,7 +247,8 @@ impl<'a> Generation<'a> {
             }
         };
         self.stats.draft_time += t0.elapsed();
-        let (tokens, parents) = flatten(self.pending, &tree);
+        let pending = *self.context.last().expect("the prompt is not empty");
+        let (tokens, parents) = flatten(pending, &tree);
         let nodes = tokens
             .iter()
             .zip(&parents)
@@ -311,24 +310,23 @@ impl<'a> Generation<'a> {
         self.stats.record(&tree, &draft_accepted);
         self.policy.observe(&tree, &draft_accepted);
         let emitted = verdict.emitted(&vt);
-        let mut committed = 0;
+        let before = self.context.len();
         for &t in &emitted {
-            let done = self.out.push(tok, t, self.req.max_tokens);
-            if done == Some(FinishReason::Stop) && !self.out.stopped_by_string {
-                self.finish = done;
-                break; // a stop token is not part of the output
+            if tok.stop_ids().contains(&t) {
+                // A stop token ends generation and is not part of the output.
+                self.finish = Some(FinishReason::Stop);
+                break;
             }
             self.context.push(t);
-            committed += 1;
-            if done.is_some() {
-                self.finish = done;
+            let count = self.context.len() - self.req.prompt.len();
+            if let Some(reason) = self.out.push(tok, t, count, self.req.max_tokens) {
+                self.finish = Some(reason);
                 break;
             }
         }
         if let Some(d) = self.drafter.as_mut() {
-            d.observe(&emitted[..committed]);
+            d.observe(&self.context[before..]);
         }
-        self.pending = verdict.bonus;
         Ok(())
     }
 }
