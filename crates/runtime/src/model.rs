@@ -165,18 +165,16 @@ impl Model {
         let mut input_rows = Vec::with_capacity(inputs.len());
         for (item, input) in inputs.iter_mut().enumerate() {
             input_rows.push(rows.len()..rows.len() + input.nodes.len());
-            let depths = tree::depths(input.nodes, cfg.vocab)?;
+            let node_paths = tree::paths(input.nodes, cfg.vocab)?;
             input.seq.reserve(input.nodes.len())?;
             let base = input.seq.len();
-            for (node, d) in depths.into_iter().enumerate() {
-                let mut p = Vec::new();
-                tree::path_to(input.nodes, node, &mut p);
-                paths.push(p);
+            for (node, p) in node_paths.into_iter().enumerate() {
                 rows.push(RowInfo {
                     item,
                     node,
-                    pos: base + d,
+                    pos: base + p.len() - 1,
                 });
+                paths.push(p);
             }
         }
         let n = rows.len();
@@ -195,6 +193,9 @@ impl Model {
         let mut gate_up = vec![0f32; n * 2 * cfg.ffn];
         let mut act = vec![0f32; n * cfg.ffn];
         let blocks = self.attention_blocks(&input_rows);
+        let rope = self
+            .rope
+            .table(rows.iter().map(|r| r.pos + 1).max().unwrap_or(0));
         for (li, layer) in self.weights.layers.iter().enumerate() {
             self.norm_rows(&x, &layer.attn_norm, &mut xn);
             self.matmul(&layer.qkv, &xn, n, &mut qrows, &mut qkv)?;
@@ -203,7 +204,7 @@ impl Model {
                 if let Some(b) = &layer.qkv_bias {
                     row.iter_mut().zip(b).for_each(|(v, b)| *v += b);
                 }
-                self.rope.apply(&mut row[..qd + kvd], info.pos);
+                rope.apply(&mut row[..qd + kvd], info.pos);
                 let seq = &mut *inputs[info.item].seq;
                 let slot = seq.len() + info.node;
                 seq.write(li, slot, &row[qd..qd + kvd], &row[qd + kvd..]);

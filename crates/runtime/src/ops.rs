@@ -97,16 +97,32 @@ impl Rope {
         }
     }
 
-    /// Rotates every head of `x` (heads × head_dim) in place for position `pos`.
+    /// The rotations of positions below `positions`, read once for a whole forward.
+    pub fn table(&self, positions: usize) -> RopeTable<'_> {
+        self.ensure(positions);
+        RopeTable {
+            rope: self,
+            table: self.table.read().expect("rope lock"),
+        }
+    }
+}
+
+/// A [`Rope`]'s rotations, held for the rows of one forward.
+pub struct RopeTable<'a> {
+    rope: &'a Rope,
+    table: std::sync::RwLockReadGuard<'a, Vec<f32>>,
+}
+
+impl RopeTable<'_> {
+    /// Rotates every head of `x` (heads × head_dim) in place for position `pos`, which
+    /// must be below the `positions` the table was taken for.
     pub fn apply(&self, x: &mut [f32], pos: usize) {
-        self.ensure(pos + 1);
-        let half = self.inv_freq.len();
-        let t = self.table.read().expect("rope lock");
-        let cs = &t[pos * half * 2..][..half * 2];
-        for head in x.chunks_exact_mut(self.head_dim) {
+        let half = self.rope.inv_freq.len();
+        let cs = &self.table[pos * half * 2..][..half * 2];
+        for head in x.chunks_exact_mut(self.rope.head_dim) {
             for i in 0..half {
                 let (c, s) = (cs[2 * i], cs[2 * i + 1]);
-                let (a, b) = match self.style {
+                let (a, b) = match self.rope.style {
                     RopeStyle::Interleaved => (2 * i, 2 * i + 1),
                     RopeStyle::NeoX => (i, i + half),
                 };
@@ -134,11 +150,12 @@ mod tests {
     fn rope_at_zero_is_identity_and_preserves_norm() {
         for style in [RopeStyle::Interleaved, RopeStyle::NeoX] {
             let rope = Rope::new(style, 8, 8, 10000.0, None);
+            let table = rope.table(1001);
             let orig: Vec<f32> = (0..16).map(|i| i as f32 - 3.0).collect();
             let mut x = orig.clone();
-            rope.apply(&mut x, 0);
+            table.apply(&mut x, 0);
             assert_eq!(x, orig);
-            rope.apply(&mut x, 1000);
+            table.apply(&mut x, 1000);
             let n0: f32 = orig.iter().map(|v| v * v).sum();
             let n1: f32 = x.iter().map(|v| v * v).sum();
             assert!((n0 - n1).abs() < 1e-3);

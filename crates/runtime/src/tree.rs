@@ -1,37 +1,32 @@
-//! Draft-tree geometry: validation, depths and ancestor chains.
+//! Draft-tree geometry: validation and ancestor chains.
 
 use crate::{Node, RuntimeError};
 
-/// Depth of every node (a root has depth 0) after checking that parents come first.
-pub(crate) fn depths(nodes: &[Node], vocab: usize) -> Result<Vec<usize>, RuntimeError> {
-    let mut depth = Vec::with_capacity(nodes.len());
+/// Every node's chain of flat indices from its root down to itself, after checking that
+/// tokens are in the vocabulary and parents come first. A node's depth (0 for a root) is
+/// its chain's length minus one.
+pub(crate) fn paths(nodes: &[Node], vocab: usize) -> Result<Vec<Vec<usize>>, RuntimeError> {
+    let mut paths: Vec<Vec<usize>> = Vec::with_capacity(nodes.len());
     for (i, n) in nodes.iter().enumerate() {
         if n.token as usize >= vocab {
             return Err(RuntimeError::BadToken(n.token));
         }
-        let d = match n.parent {
-            None => 0,
-            Some(p) if (p as usize) < i => depth[p as usize] + 1,
+        let mut path = match n.parent {
+            None => Vec::with_capacity(1),
+            Some(p) if (p as usize) < i => {
+                let up = &paths[p as usize];
+                let mut path = Vec::with_capacity(up.len() + 1);
+                path.extend_from_slice(up);
+                path
+            }
             Some(p) => {
                 return Err(RuntimeError::BadTree(format!(
                     "node {i} has parent {p}, which does not precede it"
                 )))
             }
         };
-        depth.push(d);
+        path.push(i);
+        paths.push(path);
     }
-    Ok(depth)
-}
-
-/// The node itself and its ancestors, root first, as flat indices.
-pub(crate) fn path_to(nodes: &[Node], mut i: usize, out: &mut Vec<usize>) {
-    out.clear();
-    loop {
-        out.push(i);
-        match nodes[i].parent {
-            Some(p) => i = p as usize,
-            None => break,
-        }
-    }
-    out.reverse();
+    Ok(paths)
 }
