@@ -19,7 +19,6 @@ use crate::RuntimeError;
 /// One sequence's cache and its bookkeeping.
 #[derive(Clone)]
 pub struct Sequence {
-    pub(crate) len: usize,
     /// Per layer and KV head, keys in blocks: element d of position p at
     /// `kt_index(p, d, head_dim * 16)`.
     pub(crate) k: Vec<Vec<Vec<f32>>>,
@@ -27,20 +26,18 @@ pub struct Sequence {
     /// `p * head_dim + d`.
     pub(crate) v: Vec<Vec<Vec<f32>>>,
     /// Positions allocated.
-    pub(crate) cap: usize,
+    cap: usize,
     head_dim: usize,
     max_len: usize,
-    /// Parent links of the last forward's nodes, to check commits against.
-    pub(crate) pending: Vec<Option<u32>>,
-    /// Tokens committed so far, in order.
+    /// The last forward's nodes, to check commits against and take tokens from.
+    pending: Vec<crate::Node>,
+    /// Tokens committed so far, in order (their count is the committed length).
     tokens: Vec<u32>,
-    pending_tokens: Vec<u32>,
 }
 
 impl Sequence {
     pub(crate) fn new(n_layers: usize, n_kv: usize, head_dim: usize, max_len: usize) -> Self {
         Sequence {
-            len: 0,
             k: vec![vec![Vec::new(); n_kv]; n_layers],
             v: vec![vec![Vec::new(); n_kv]; n_layers],
             cap: 0,
@@ -48,17 +45,16 @@ impl Sequence {
             max_len,
             pending: Vec::new(),
             tokens: Vec::new(),
-            pending_tokens: Vec::new(),
         }
     }
 
     /// Number of committed tokens.
     pub fn len(&self) -> usize {
-        self.len
+        self.tokens.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.tokens.is_empty()
     }
 
     /// The committed tokens.
@@ -73,7 +69,7 @@ impl Sequence {
 
     /// Makes room for `extra` scratch positions after the committed prefix.
     pub(crate) fn reserve(&mut self, extra: usize) -> Result<(), RuntimeError> {
-        let need = self.len + extra;
+        let need = self.len() + extra;
         if need > self.max_len {
             return Err(RuntimeError::ContextOverflow {
                 needed: need,
@@ -117,9 +113,7 @@ impl Sequence {
 
     pub(crate) fn set_pending(&mut self, nodes: &[crate::Node]) {
         self.pending.clear();
-        self.pending.extend(nodes.iter().map(|n| n.parent));
-        self.pending_tokens.clear();
-        self.pending_tokens.extend(nodes.iter().map(|n| n.token));
+        self.pending.extend_from_slice(nodes);
     }
 
     /// Keeps the last forward's nodes `path` (a chain: the first a root, each next one a
@@ -127,7 +121,7 @@ impl Sequence {
     pub fn commit(&mut self, path: &[usize]) -> Result<(), RuntimeError> {
         let mut prev: Option<u32> = None;
         for &j in path {
-            let ok = j < self.pending.len() && self.pending[j] == prev;
+            let ok = j < self.pending.len() && self.pending[j].parent == prev;
             if !ok {
                 return Err(RuntimeError::BadCommit(format!(
                     "node {j} is not a child of {prev:?} in the last forward"
@@ -136,9 +130,10 @@ impl Sequence {
             prev = Some(j as u32);
         }
         let (d, bs) = (self.head_dim, self.key_block_stride());
+        let base = self.len();
         for (depth, &j) in path.iter().enumerate() {
             if j != depth {
-                let (src, dst) = (self.len + j, self.len + depth);
+                let (src, dst) = (base + j, base + depth);
                 for k in self.k.iter_mut().flatten() {
                     for e in 0..d {
                         k[kt_index(dst, e, bs)] = k[kt_index(src, e, bs)];
@@ -148,11 +143,9 @@ impl Sequence {
                     v.copy_within(src * d..(src + 1) * d, dst * d);
                 }
             }
-            self.tokens.push(self.pending_tokens[j]);
+            self.tokens.push(self.pending[j].token);
         }
-        self.len += path.len();
         self.pending.clear();
-        self.pending_tokens.clear();
         Ok(())
     }
 
@@ -165,7 +158,7 @@ impl Sequence {
     /// A copy holding only the first `len` committed tokens, for a request that shares
     /// that prefix: it continues exactly as this sequence would have from there.
     pub fn prefix(&self, len: usize) -> Sequence {
-        let len = len.min(self.len);
+        let len = len.min(self.len());
         // Whole key blocks; `self.cap` is a multiple of 16 and at least `len`.
         let cap = len.next_multiple_of(16).min(self.cap);
         let floats = self.head_dim * cap;
@@ -175,7 +168,6 @@ impl Sequence {
                 .collect()
         };
         Sequence {
-            len,
             k: copy(&self.k),
             v: copy(&self.v),
             cap,
@@ -183,7 +175,6 @@ impl Sequence {
             max_len: self.max_len,
             pending: Vec::new(),
             tokens: self.tokens[..len].to_vec(),
-            pending_tokens: Vec::new(),
         }
     }
 
@@ -195,11 +186,7 @@ impl Sequence {
 
     /// Drops committed tokens after `len` (rollback to an earlier state).
     pub fn truncate(&mut self, len: usize) {
-        if len < self.len {
-            self.len = len;
-            self.tokens.truncate(len);
-        }
+        self.tokens.truncate(len);
         self.pending.clear();
-        self.pending_tokens.clear();
     }
 }
