@@ -96,6 +96,8 @@ pub struct ReferenceDrafter {
     keys: Vec<u64>,
     cands: Vec<Candidate>,
     buf: Vec<u32>,
+    /// Scratch: re-synchronization starts of one draft.
+    starts: Vec<usize>,
     anchor: Option<Anchor>,
 }
 
@@ -117,6 +119,7 @@ impl ReferenceDrafter {
             keys: Vec::new(),
             cands: Vec::new(),
             buf: Vec::new(),
+            starts: Vec::new(),
             anchor: None,
         }
     }
@@ -134,47 +137,42 @@ impl ReferenceDrafter {
     }
 
     fn push_context(&mut self, t: u32) {
-        if let Some(a) = &mut self.anchor {
-            let doc = if a.doc == CTX {
-                &self.ctx[..]
-            } else {
-                &self.refs[a.doc as usize][..]
-            };
-            if doc.get(a.pos) == Some(&t) {
+        if let Some(mut a) = self.anchor {
+            if doc_of(&self.ctx, &self.refs, a.doc).get(a.pos) == Some(&t) {
                 a.pos += 1;
                 a.drift = 0;
             } else {
                 a.drift += 1;
-                if a.drift > MAX_DRIFT {
-                    self.anchor = None;
-                }
             }
+            self.anchor = Some(a).filter(|a| a.drift <= MAX_DRIFT);
         }
         self.ctx.push(t);
         self.index.add_position(CTX, &self.ctx, self.ctx.len() - 1);
     }
 
-    fn doc(&self, id: u32) -> &[u32] {
-        if id == CTX {
-            &self.ctx
-        } else {
-            &self.refs[id as usize]
+    /// Starts over from `context` (a request's prompt, or a context that does not extend
+    /// what was indexed).
+    fn rebuild(&mut self, context: &[u32], prompt_len: usize) {
+        self.ctx.clear();
+        self.ctx.extend_from_slice(context);
+        self.prompt_len = prompt_len;
+        self.anchor = None;
+        self.index.clear();
+        for (i, r) in self.refs.iter().enumerate() {
+            self.index.add_doc(i as u32, r);
         }
+        self.index.add_doc(CTX, &self.ctx);
     }
 
     /// Adds the copy of document `doc` from `start` as a path scored `weight`, decaying
     /// with depth.
     fn add_copy(&mut self, doc: u32, start: usize, weight: f32) {
-        let (text, periodic, source) = if doc == CTX {
-            let s = if start < self.prompt_len {
-                Source::Prompt
-            } else {
-                Source::Output
-            };
-            (&self.ctx[..], true, s)
-        } else {
-            (&self.refs[doc as usize][..], false, Source::Reference)
+        let (periodic, source) = match doc {
+            CTX if start < self.prompt_len => (true, Source::Prompt),
+            CTX => (true, Source::Output),
+            _ => (false, Source::Reference),
         };
+        let text = doc_of(&self.ctx, &self.refs, doc);
         copy_continuation(text, start, self.cfg.max_copy, periodic, &mut self.buf);
         let (mut s, decay) = (weight, self.cfg.depth_decay);
         self.builder.add_path(&self.buf, source, |_| {
@@ -193,7 +191,7 @@ impl ReferenceDrafter {
         let Some(a) = self.anchor.filter(|a| a.drift > 0) else {
             return;
         };
-        let doc = self.doc(a.doc);
+        let doc = doc_of(&self.ctx, &self.refs, a.doc);
         let last = *self.ctx.last().expect("non-empty");
         out.push(a.pos);
         out.push(a.pos + 1);
@@ -208,14 +206,6 @@ impl ReferenceDrafter {
         out.dedup();
     }
 
-    fn reindex(&mut self) {
-        self.index.clear();
-        for (i, r) in self.refs.iter().enumerate() {
-            self.index.add_doc(i as u32, r);
-        }
-        self.index.add_doc(CTX, &self.ctx);
-    }
-
     /// Fills `self.cands` with the best occurrences of the context's suffixes: longest
     /// suffix first, most recent occurrence first, shorter suffixes only while fewer than
     /// `max_candidates` distinct occurrences were found.
@@ -228,11 +218,7 @@ impl ReferenceDrafter {
         for n in (index.n_min()..=self.keys.len()).rev() {
             let suffix = &ctx[n_ctx - n..];
             for occ in index.occurrences(self.keys[n - 1]).take(self.cfg.max_scan) {
-                let doc: &[u32] = if occ.doc == CTX {
-                    ctx
-                } else {
-                    &refs[occ.doc as usize]
-                };
+                let doc = doc_of(ctx, refs, occ.doc);
                 let end = occ.end as usize;
                 // The context's own suffix has no continuation yet; neither has a
                 // reference's last n-gram. (`end < n`: only a hash collision.)
@@ -262,6 +248,15 @@ impl ReferenceDrafter {
     }
 }
 
+/// Document `id`: the live context, or a reference.
+fn doc_of<'a>(ctx: &'a [u32], refs: &'a [Vec<u32>], id: u32) -> &'a [u32] {
+    if id == CTX {
+        ctx
+    } else {
+        &refs[id as usize]
+    }
+}
+
 impl Default for ReferenceDrafter {
     fn default() -> Self {
         Self::new(ReferenceConfig::default())
@@ -278,11 +273,7 @@ impl Drafter for ReferenceDrafter {
         if self.cfg.use_references {
             self.refs.extend(references.iter().cloned());
         }
-        self.ctx.clear();
-        self.ctx.extend_from_slice(prompt);
-        self.prompt_len = prompt.len();
-        self.anchor = None;
-        self.reindex();
+        self.rebuild(prompt, prompt.len());
     }
 
     fn observe(&mut self, committed: &[u32]) {
@@ -293,18 +284,8 @@ impl Drafter for ReferenceDrafter {
 
     fn draft(&mut self, context: &[u32], budget: usize) -> DraftTree {
         match sync(&self.ctx, context) {
-            Sync::Extend(from) => {
-                for &t in &context[from..] {
-                    self.push_context(t);
-                }
-            }
-            Sync::Reset => {
-                self.ctx.clear();
-                self.ctx.extend_from_slice(context);
-                self.prompt_len = self.prompt_len.min(context.len());
-                self.anchor = None;
-                self.reindex();
-            }
+            Sync::Extend(from) => self.observe(&context[from..]),
+            Sync::Reset => self.rebuild(context, self.prompt_len.min(context.len())),
         }
         if budget == 0 || self.ctx.is_empty() || self.cfg.max_copy == 0 {
             return DraftTree::default();
@@ -318,13 +299,14 @@ impl Drafter for ReferenceDrafter {
             });
         }
         self.builder.clear();
-        let mut starts = Vec::new();
+        let mut starts = std::mem::take(&mut self.starts);
         self.resync_starts(&mut starts);
         if let Some(a) = self.anchor {
             for (i, &start) in starts.iter().enumerate() {
                 self.add_copy(a.doc, start, RESYNC_WEIGHT * 0.8f32.powi(i as i32));
             }
         }
+        self.starts = starts;
         for rank in 0..self.cands.len() {
             let c = self.cands[rank];
             // A mild rank penalty: with equal evidence the best occurrence grows a few

@@ -206,11 +206,7 @@ impl Drafter for SuffixDrafter {
 
     fn draft(&mut self, context: &[u32], budget: usize) -> DraftTree {
         match sync(&self.ctx, context) {
-            Sync::Extend(from) => {
-                for &t in &context[from..] {
-                    self.push(t);
-                }
-            }
+            Sync::Extend(from) => self.observe(&context[from..]),
             Sync::Reset => self.rebuild(context),
         }
         if budget == 0 || self.matcher.len < self.cfg.min_match.max(1) {

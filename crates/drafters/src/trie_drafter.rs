@@ -43,6 +43,13 @@ impl Default for TrieDrafterConfig {
     }
 }
 
+impl TrieDrafterConfig {
+    /// Whether token `t` may start a window.
+    fn can_start(&self, t: u32) -> bool {
+        self.can_start.as_ref().is_none_or(|f| f(t))
+    }
+}
+
 impl fmt::Debug for TrieDrafterConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TrieDrafterConfig")
@@ -163,9 +170,7 @@ impl TrieDrafter {
         TrieDrafter {
             cfg,
             shared,
-            prompt: Trie::new(TrieConfig {
-                max_nodes: usize::MAX,
-            }),
+            prompt: private_trie(),
             output: Vec::new(),
             tail: Vec::new(),
             open: Vec::new(),
@@ -174,17 +179,9 @@ impl TrieDrafter {
         }
     }
 
-    pub fn shared(&self) -> &Arc<Mutex<Trie>> {
-        &self.shared
-    }
-
     /// This request's private prompt trie.
     pub fn prompt_trie(&self) -> &Trie {
         &self.prompt
-    }
-
-    fn can_start(&self, t: u32) -> bool {
-        self.cfg.can_start.as_ref().is_none_or(|f| f(t))
     }
 
     fn window(&self) -> usize {
@@ -195,23 +192,10 @@ impl TrieDrafter {
     /// output: the pool learns how answers begin after a chat template. Opened with the
     /// first output token, so an empty output leaves the pool untouched.
     fn open_tail(&mut self) {
-        let shared = Arc::clone(&self.shared);
-        let mut trie = lock(&shared);
-        self.epoch = trie.epoch();
         self.open.clear();
-        let window = self.window();
-        for i in 0..self.tail.len() {
-            if self.can_start(self.tail[i]) {
-                let mut node = Trie::ROOT;
-                for &u in &self.tail[i..] {
-                    node = trie.increment(node, u);
-                }
-                let len = self.tail.len() - i;
-                if len < window {
-                    self.open.push((node, len));
-                }
-            }
-        }
+        let tail = std::mem::take(&mut self.tail);
+        self.stream(&tail);
+        self.tail = tail;
     }
 
     /// Feeds tokens into the shared trie's open windows (one lock for the batch).
@@ -233,7 +217,7 @@ impl TrieDrafter {
                 *len += 1;
                 *len < window
             });
-            if self.can_start(t) {
+            if self.cfg.can_start(t) {
                 let node = trie.increment(Trie::ROOT, t);
                 if window > 1 {
                     self.open.push((node, 1));
@@ -247,6 +231,13 @@ impl TrieDrafter {
     }
 }
 
+/// A request's own trie: never pruned, it lives for one request.
+fn private_trie() -> Trie {
+    Trie::new(TrieConfig {
+        max_nodes: usize::MAX,
+    })
+}
+
 fn lock(m: &Mutex<Trie>) -> std::sync::MutexGuard<'_, Trie> {
     // A panic elsewhere while holding the lock leaves counts usable: drafts are hints.
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -258,12 +249,10 @@ impl Drafter for TrieDrafter {
     }
 
     fn begin(&mut self, prompt: &[u32], references: &[Vec<u32>]) {
-        self.prompt = Trie::new(TrieConfig {
-            max_nodes: usize::MAX,
-        });
+        self.prompt = private_trie();
         let window = self.window();
         let cfg = &self.cfg;
-        let can_start = |t| cfg.can_start.as_ref().is_none_or(|f| f(t));
+        let can_start = |t| cfg.can_start(t);
         self.prompt.insert_windows(prompt, window, &can_start);
         // References are request-private text too (Lookahead saw them inside the prompt).
         for r in references {
@@ -303,20 +292,18 @@ impl Drafter for TrieDrafter {
     fn end(&mut self, output: &[u32]) {
         // Learn whatever was not streamed (no streaming, or tokens never observed).
         if output.starts_with(&self.output) {
-            let rest = output[self.output.len()..].to_vec();
+            let rest = &output[self.output.len()..];
             let streamed = self.cfg.stream_output && !self.output.is_empty();
             if !streamed && !output.is_empty() {
                 // Nothing went in yet: the whole output, from the prompt's tail.
                 self.open_tail();
                 self.stream(output);
             } else {
-                self.stream(&rest);
+                self.stream(rest);
             }
         }
         self.open.clear();
         self.output = Vec::new();
-        self.prompt = Trie::new(TrieConfig {
-            max_nodes: usize::MAX,
-        });
+        self.prompt = private_trie();
     }
 }
