@@ -66,8 +66,23 @@ impl Executor {
         if n == 0 {
             return Ok(());
         }
+        self.run_shares(n, &|range| range.for_each(f))
+    }
+
+    /// Splits `0..n` into the pool's shares and runs `f` on each non-empty one, one share
+    /// per call, each exactly once.
+    fn run_shares(
+        &self,
+        n: usize,
+        f: &(dyn Fn(std::ops::Range<usize>) + Sync),
+    ) -> Result<(), KernelError> {
         let shares = self.pool.shares();
-        let share = |s: usize| share_of(n, shares, s).for_each(f);
+        let share = |i: usize| {
+            let range = share_of(n, shares, i);
+            if !range.is_empty() {
+                f(range);
+            }
+        };
         if self.pool.run(&share) {
             Ok(())
         } else {
@@ -102,21 +117,13 @@ impl Executor {
             return Ok(());
         }
         let job = Job::new(w, x, out);
-        let (n_tiles, shares, isa) = (w.n_tiles(), self.pool.shares(), self.isa);
-        let share = |i: usize| {
-            let tiles = share_of(n_tiles, shares, i);
-            if !tiles.is_empty() {
-                // SAFETY: `isa` was checked available at construction; `job` was built
-                // from validated shapes and borrows live for this call; share i's tile
-                // range is disjoint from every other share's, and each share runs once.
-                unsafe { simd::run(isa, &job, tiles) };
-            }
-        };
-        if self.pool.run(&share) {
-            Ok(())
-        } else {
-            Err(KernelError::WorkerPanicked)
-        }
+        let isa = self.isa;
+        self.run_shares(w.n_tiles(), &|tiles| {
+            // SAFETY: `isa` was checked available at construction; `job` was built from
+            // validated shapes and borrows live for this call; the shares' tile ranges
+            // are disjoint, and each share runs once.
+            unsafe { simd::run(isa, &job, tiles) };
+        })
     }
 
     /// Test hook: the matmul through the EVEX build of the AvxVnni kernel, one thread.

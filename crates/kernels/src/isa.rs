@@ -32,7 +32,14 @@ impl Isa {
         {
             use std::arch::is_x86_feature_detected as has;
             match self {
-                Isa::Avx512Vnni => has!("avx512f") && has!("avx512bw") && has!("avx512vnni"),
+                // Its kernels also use FMA and, for odd shapes, the AVX2 paths.
+                Isa::Avx512Vnni => {
+                    has!("avx512f")
+                        && has!("avx512bw")
+                        && has!("avx512vnni")
+                        && has!("avx2")
+                        && has!("fma")
+                }
                 Isa::AvxVnni => has!("avx2") && has!("fma") && has!("avxvnni"),
                 Isa::Avx2 => has!("avx2") && has!("fma"),
                 Isa::Scalar => true,

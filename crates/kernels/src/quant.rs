@@ -43,18 +43,26 @@ impl QuantizedRows {
     /// empty and invalid, and the next `Executor::matmul` with it returns
     /// `KernelError::BadActivations`.
     pub fn quantize(&mut self, x: &[f32], rows: usize, k: usize) {
+        if self.prepare(x, rows, k) {
+            crate::simd::quantize_rows(x, &mut self.q, &mut self.meta);
+        }
+    }
+
+    /// Checks the shape and sizes the buffers for it; `false` (and an invalid buffer)
+    /// when the arguments are inconsistent.
+    fn prepare(&mut self, x: &[f32], rows: usize, k: usize) -> bool {
         if !k.is_multiple_of(QK) || rows.checked_mul(k) != Some(x.len()) {
             self.bad = Some((x.len(), rows, k));
             self.rows = 0;
             self.k = 0;
-            return;
+            return false;
         }
         self.bad = None;
         self.rows = rows;
         self.k = k;
         self.q.resize(x.len(), 0);
         self.meta.resize(x.len() / QK, BlockMeta::default());
-        crate::simd::quantize_rows(x, &mut self.q, &mut self.meta);
+        true
     }
 
     /// `quantize` with the rows spread over `exec`'s threads: every block is quantized
@@ -62,16 +70,15 @@ impl QuantizedRows {
     pub fn quantize_on(&mut self, exec: &crate::Executor, x: &[f32], rows: usize, k: usize) {
         const MIN_ROWS_PER_PART: usize = 4;
         let parts = (rows / MIN_ROWS_PER_PART).min(exec.threads() * 2);
-        if parts < 2 || !k.is_multiple_of(QK) || rows.checked_mul(k) != Some(x.len()) {
+        if parts < 2 {
             return self.quantize(x, rows, k);
         }
-        self.bad = None;
-        self.rows = rows;
-        self.k = k;
-        self.q.resize(x.len(), 0);
-        self.meta.resize(x.len() / QK, BlockMeta::default());
+        if !self.prepare(x, rows, k) {
+            return;
+        }
         let rows_per = rows.div_ceil(parts);
-        let q_parts: Vec<_> = self.q[..x.len()]
+        let q_parts: Vec<_> = self
+            .q
             .chunks_mut(rows_per * k)
             .zip(self.meta.chunks_mut(rows_per * k / QK))
             .map(std::sync::Mutex::new)

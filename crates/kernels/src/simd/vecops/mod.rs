@@ -34,12 +34,13 @@ impl VecOps {
             "axpy_rows: rows too short"
         );
         match self.isa {
+            // Attention's head sizes take `weighted_sum`'s register-blocked AVX-512 paths;
+            // this serves the other shapes, on AVX2 (which every AVX-512 ISA here has).
             #[cfg(target_arch = "x86_64")]
-            // SAFETY: an executor only holds an Isa that `is_available()` confirmed; every row slice is in bounds.
-            Isa::Avx512Vnni => unsafe { x86::axpy_rows_avx512(w, rows, stride, y) },
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: as above.
-            Isa::AvxVnni | Isa::Avx2 => unsafe { x86::axpy_rows_avx2(w, rows, stride, y) },
+            // SAFETY: an executor only holds an Isa that `is_available()` confirmed, and each of these implies AVX2; every row slice is in bounds.
+            Isa::Avx512Vnni | Isa::AvxVnni | Isa::Avx2 => unsafe {
+                x86::axpy_rows_avx2(w, rows, stride, y)
+            },
             _ => {
                 for (i, &a) in w.iter().enumerate() {
                     axpy_scalar(a, &rows[i * stride..][..d], y);
@@ -146,6 +147,11 @@ impl VecOps {
             Isa::Avx512Vnni if d == 32 => unsafe {
                 x86::weighted_sum_avx512::<2>(ws, w_stride, m, values, v_stride, n, out)
             },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as above.
+            Isa::Avx512Vnni if d == 128 => unsafe {
+                x86::weighted_sum_avx512::<8>(ws, w_stride, m, values, v_stride, n, out)
+            },
             _ => {
                 for i in 0..m {
                     let w = &ws[i * w_stride..][..n];
@@ -225,10 +231,8 @@ fn exp_sum_scalar(x: &mut [f32], max: f32) -> f32 {
             };
             lanes[l] += *v;
         }
-        // Padding lanes add +0.0, as the vector code's zeroed lanes do.
-        for lane in lanes.iter_mut().skip(chunk.len()) {
-            *lane += 0.0;
-        }
+        // Padding lanes stay as they are: the vector code adds +0.0 to them, and lanes
+        // never hold -0.0 (they start at +0.0 and only gain non-negative terms).
     }
     fold(lanes)
 }

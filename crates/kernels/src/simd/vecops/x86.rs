@@ -3,6 +3,16 @@
 
 use std::arch::x86_64::*;
 
+/// Lanes of a 16-wide vector holding valid elements when `rem` elements remain.
+#[inline(always)]
+fn tail_mask(rem: usize) -> __mmask16 {
+    if rem >= 16 {
+        0xFFFF
+    } else {
+        ((1u32 << rem) - 1) as u16
+    }
+}
+
 /// Folds lanes 0..8 as l + l+4, l + l+2, l + l+1.
 #[target_feature(enable = "avx2")]
 fn fold8(v: __m256) -> f32 {
@@ -48,11 +58,7 @@ pub unsafe fn swiglu_avx512(gate: &[f32], up: &[f32], out: &mut [f32]) {
     let n = gate.len();
     let mut i = 0;
     while i < n {
-        let m: __mmask16 = if n - i >= 16 {
-            0xFFFF
-        } else {
-            ((1u32 << (n - i)) - 1) as u16
-        };
+        let m = tail_mask(n - i);
         // SAFETY: masked loads and store touch only the valid elements.
         unsafe {
             let g = _mm512_maskz_loadu_ps(m, gate.as_ptr().add(i));
@@ -74,11 +80,7 @@ pub unsafe fn exp_sum_avx512(x: &mut [f32], max: f32) -> f32 {
     let mut acc = _mm512_setzero_ps();
     let mut i = 0;
     while i < n {
-        let m: __mmask16 = if n - i >= 16 {
-            0xFFFF
-        } else {
-            ((1u32 << (n - i)) - 1) as u16
-        };
+        let m = tail_mask(n - i);
         // SAFETY: the mask limits the load to the valid elements.
         let v = unsafe { _mm512_maskz_loadu_ps(m, x.as_ptr().add(i)) };
         let t = _mm512_sub_ps(v, c(max));
@@ -113,11 +115,7 @@ pub unsafe fn dot_t_avx512(
     const Q: usize = 8;
     let mut s = 0;
     while s < n {
-        let mask: __mmask16 = if n - s >= 16 {
-            0xFFFF
-        } else {
-            ((1u32 << (n - s)) - 1) as u16
-        };
+        let mask = tail_mask(n - s);
         let mut i0 = 0;
         while i0 < m {
             let qn = (m - i0).min(Q);
@@ -195,70 +193,12 @@ pub unsafe fn weighted_sum_avx512<const C: usize>(
 }
 
 /// # Safety
-/// The CPU must support AVX-512F; rows `0..w.len()` at `stride` lie in `rows`.
-#[target_feature(enable = "avx512f")]
-pub unsafe fn axpy_rows_avx512(w: &[f32], rows: &[f32], stride: usize, y: &mut [f32]) {
-    const MAX: usize = 8;
-    let d = y.len();
-    if d.is_multiple_of(16) && d <= 16 * MAX {
-        // Keep y in registers across rows: the same per-element adds, in row order.
-        let v = d / 16;
-        let mut acc = [_mm512_setzero_ps(); MAX];
-        for (j, a) in acc.iter_mut().enumerate().take(v) {
-            // SAFETY: j * 16 + 16 <= d.
-            *a = unsafe { _mm512_loadu_ps(y.as_ptr().add(j * 16)) };
-        }
-        for (i, &a) in w.iter().enumerate() {
-            let av = _mm512_set1_ps(a);
-            let row = &rows[i * stride..][..d];
-            for (j, acc) in acc.iter_mut().enumerate().take(v) {
-                // SAFETY: j * 16 + 16 <= d = row.len().
-                let x = unsafe { _mm512_loadu_ps(row.as_ptr().add(j * 16)) };
-                *acc = _mm512_add_ps(*acc, _mm512_mul_ps(av, x));
-            }
-        }
-        for (j, a) in acc.iter().enumerate().take(v) {
-            // SAFETY: j * 16 + 16 <= d.
-            unsafe { _mm512_storeu_ps(y.as_mut_ptr().add(j * 16), *a) };
-        }
-        return;
-    }
-    for (i, &a) in w.iter().enumerate() {
-        // SAFETY: the caller checked the bounds; the feature is enabled here.
-        unsafe { axpy_avx512(a, &rows[i * stride..][..y.len()], y) };
-    }
-}
-
-/// # Safety
 /// The CPU must support AVX2; rows `0..w.len()` at `stride` lie in `rows`.
 #[target_feature(enable = "avx2")]
 pub unsafe fn axpy_rows_avx2(w: &[f32], rows: &[f32], stride: usize, y: &mut [f32]) {
     for (i, &a) in w.iter().enumerate() {
         // SAFETY: the caller checked the bounds; the feature is enabled here.
         unsafe { axpy_avx2(a, &rows[i * stride..][..y.len()], y) };
-    }
-}
-
-/// # Safety
-/// The CPU must support AVX-512F; `x` and `y` have equal lengths.
-#[target_feature(enable = "avx512f")]
-pub unsafe fn axpy_avx512(alpha: f32, x: &[f32], y: &mut [f32]) {
-    let n = x.len();
-    let a = _mm512_set1_ps(alpha);
-    let mut i = 0;
-    while i + 16 <= n {
-        // SAFETY: i + 16 <= n for both slices.
-        unsafe {
-            let v = _mm512_add_ps(
-                _mm512_loadu_ps(y.as_ptr().add(i)),
-                _mm512_mul_ps(a, _mm512_loadu_ps(x.as_ptr().add(i))),
-            );
-            _mm512_storeu_ps(y.as_mut_ptr().add(i), v);
-        }
-        i += 16;
-    }
-    for j in i..n {
-        y[j] += alpha * x[j];
     }
 }
 
