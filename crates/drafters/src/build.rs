@@ -81,12 +81,6 @@ impl TreeBuilder {
         self.nodes.is_empty()
     }
 
-    /// The node's token and combined score.
-    pub fn node(&self, id: usize) -> (u32, f32) {
-        let n = &self.nodes[id];
-        (n.token, n.score)
-    }
-
     /// The child of `parent` (`None`: a root) with this token, if it exists.
     pub fn find(&self, parent: Option<usize>, token: u32) -> Option<usize> {
         let mut c = match parent {

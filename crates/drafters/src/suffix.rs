@@ -81,10 +81,6 @@ impl SuffixDrafter {
         }
     }
 
-    pub fn config(&self) -> &SuffixConfig {
-        &self.cfg
-    }
-
     /// Length of the longest suffix of the context that occurs earlier (in a reference,
     /// or in the context ending before its last token).
     pub fn match_len(&self) -> usize {

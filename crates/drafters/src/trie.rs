@@ -95,14 +95,6 @@ impl Trie {
         }
     }
 
-    pub fn config(&self) -> &TrieConfig {
-        &self.config
-    }
-
-    pub fn set_config(&mut self, config: TrieConfig) {
-        self.config = config;
-    }
-
     /// Nodes, the root excluded.
     pub fn len(&self) -> usize {
         self.nodes.len() - 1

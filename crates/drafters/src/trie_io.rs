@@ -158,8 +158,7 @@ impl Trie {
         Ok(())
     }
 
-    /// Reads a trie written by [`Trie::save`], with the default [`TrieConfig`] (set another
-    /// with [`Trie::set_config`]).
+    /// Reads a trie written by [`Trie::save`], with the default [`TrieConfig`].
     pub fn load(path: impl AsRef<Path>) -> Result<Trie, DraftError> {
         let path = path.as_ref();
         let io = |source| DraftError::Io {

@@ -126,14 +126,6 @@ impl<'m> Engine<'m> {
         out
     }
 
-    pub fn model(&self) -> &Model {
-        self.model
-    }
-
-    pub fn tokenizer(&self) -> &Tokenizer {
-        self.tokenizer
-    }
-
     /// Checks a request against the model before any work is done.
     pub fn check(&self, req: &GenerateRequest) -> Result<(), EngineError> {
         if req.prompt.is_empty() {

@@ -157,18 +157,9 @@ impl<'a> Generation<'a> {
         self.finish.is_some()
     }
 
-    /// Whether the prompt is fully in the cache (the first token comes next).
-    pub fn is_prefilled(&self) -> bool {
-        self.prefill_time.is_some()
-    }
-
     /// Tokens emitted so far.
     pub fn tokens(&self) -> &[u32] {
         &self.context[self.req.prompt.len()..]
-    }
-
-    pub fn request(&self) -> &GenerateRequest {
-        &self.req
     }
 
     /// Ends the generation before its next step (client gone, timeout).

@@ -38,8 +38,6 @@ pub enum GgufError {
         expected: &'static str,
         found: &'static str,
     },
-    #[error("tensor `{0}` is missing")]
-    MissingTensor(String),
     #[error("cannot convert tensor type {0:?} to f32")]
     NoDequantization(GgmlType),
     #[error("dequantization of {ty:?}: {len} bytes is not a whole number of blocks or does not fit the output")]

@@ -40,7 +40,6 @@ impl Node {
 pub enum Want {
     All,
     Last,
-    Nodes(Vec<usize>),
     None,
 }
 
@@ -64,11 +63,6 @@ impl Logits {
     pub fn get(&self, i: usize) -> Option<&[f32]> {
         let r = self.nodes.iter().position(|&n| n == i)?;
         Some(&self.data[r * self.vocab..(r + 1) * self.vocab])
-    }
-
-    /// The requested node indices, in row order.
-    pub fn nodes(&self) -> &[usize] {
-        &self.nodes
     }
 
     pub fn row(&self, r: usize) -> &[f32] {
@@ -107,11 +101,6 @@ struct RowInfo {
 }
 
 impl Model {
-    /// Loads a GGUF file with a `threads`-thread kernel pool.
-    pub fn load(path: impl AsRef<Path>, threads: usize) -> Result<Self, RuntimeError> {
-        Self::load_with(path, Executor::new(threads.max(1)))
-    }
-
     pub fn load_with(path: impl AsRef<Path>, exec: Executor) -> Result<Self, RuntimeError> {
         let file = GgufFile::open(path)?;
         Self::from_gguf(&file, exec)
@@ -239,7 +228,6 @@ impl Model {
                 nodes: match &input.want {
                     Want::All => (0..input.nodes.len()).collect(),
                     Want::Last => input.nodes.len().checked_sub(1).into_iter().collect(),
-                    Want::Nodes(v) => v.clone(),
                     Want::None => Vec::new(),
                 },
                 data: Vec::new(),
@@ -249,13 +237,8 @@ impl Model {
         let mut normed = Vec::new();
         for (item, logits) in out.iter().enumerate() {
             for &node in &logits.nodes {
-                let rows = &input_rows[item];
-                if node >= rows.len() {
-                    return Err(RuntimeError::BadTree(format!(
-                        "logits asked for missing node {node}"
-                    )));
-                }
-                let r = rows.start + node;
+                // `Want` only names nodes of the input, so the row exists.
+                let r = input_rows[item].start + node;
                 picked.push(r);
                 normed.resize(normed.len() + h, 0.0);
                 let len = normed.len();

@@ -134,11 +134,6 @@ impl ChatTemplate {
         }
     }
 
-    /// The Jinja source.
-    pub fn source(&self) -> &str {
-        &self.source
-    }
-
     /// Renders `messages`; with `add_generation_prompt` the text ends where the assistant's
     /// reply begins. Errors (including `raise_exception`) carry minijinja's message.
     pub fn render(&self, messages: &[ChatMessage], add_generation_prompt: bool) -> Result<String> {

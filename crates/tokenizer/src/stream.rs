@@ -61,11 +61,6 @@ impl StreamDecoder {
         out
     }
 
-    /// Bytes still held back for an unfinished character.
-    pub fn pending_bytes(&self) -> &[u8] {
-        &self.pending
-    }
-
     /// Flushes what is held back; an unfinished character becomes U+FFFD. `_tok` is taken for
     /// symmetry with `push`, so that decoders with tokenizer-dependent tails fit the same API.
     pub fn finish(self, _tok: &Tokenizer) -> String {
