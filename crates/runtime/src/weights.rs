@@ -125,16 +125,16 @@ pub(crate) fn load(file: &GgufFile, cfg: &ModelConfig) -> Result<Weights, Runtim
     let l = Loader { file };
     let (h, q, kv, f) = (cfg.hidden, cfg.q_dim(), cfg.kv_dim(), cfg.ffn);
     let emb_info = l.matrix("token_embd.weight", h, cfg.vocab)?;
-    let (bs, bb) = emb_info.ty.block_geometry();
-    if h % bs != 0 {
+    let Some(row_bytes) = emb_info.ty.bytes_for(h as u64) else {
+        let (bs, _) = emb_info.ty.block_geometry();
         return Err(RuntimeError::Shape(format!(
             "embedding width {h} is not a multiple of {bs}"
         )));
-    }
+    };
     let embedding = Embedding {
         ty: emb_info.ty,
         data: file.tensor_data(emb_info).to_vec(),
-        row_bytes: h / bs * bb,
+        row_bytes: row_bytes as usize,
         hidden: h,
     };
     let mut layers = Vec::with_capacity(cfg.n_layers);

@@ -41,13 +41,7 @@ pub fn dequantize(ty: GgmlType, bytes: &[u8], out: &mut [f32]) -> Result<()> {
     if !ty.can_dequantize() {
         return Err(GgufError::NoDequantization(ty));
     }
-    let (bs, bsize) = ty.block_geometry();
-    let expected = out
-        .len()
-        .is_multiple_of(bs)
-        .then(|| (out.len() / bs).checked_mul(bsize))
-        .flatten();
-    if expected != Some(bytes.len()) {
+    if ty.bytes_for(out.len() as u64) != Some(bytes.len() as u64) {
         return Err(GgufError::DequantShape {
             ty,
             len: bytes.len(),
