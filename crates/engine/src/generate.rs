@@ -1,6 +1,7 @@
 //! Requests, outputs and the engine: one loop, plain decoding being a zero-size draft,
 //! one request being a batch of one.
 
+use std::sync::PoisonError;
 use std::time::{Duration, Instant};
 
 use specdec_drafters::Drafter;
@@ -106,7 +107,7 @@ impl<'m> Engine<'m> {
     /// (requests that reused a cached prefix, tokens reused), when the cache is on.
     pub fn prefix_cache_stats(&self) -> Option<(u64, u64)> {
         let c = self.prefix_cache.as_ref()?;
-        Some(c.lock().unwrap_or_else(|e| e.into_inner()).stats())
+        Some(c.lock().unwrap_or_else(PoisonError::into_inner).stats())
     }
 
     /// Ends a generation and returns what it produced; its cache goes to the prefix
@@ -117,11 +118,11 @@ impl<'m> Engine<'m> {
         if drafted {
             self.acceptance
                 .lock()
-                .unwrap_or_else(|e| e.into_inner())
+                .unwrap_or_else(PoisonError::into_inner)
                 .learn(&policy);
         }
         if let Some(c) = &self.prefix_cache {
-            c.lock().unwrap_or_else(|e| e.into_inner()).insert(seq);
+            c.lock().unwrap_or_else(PoisonError::into_inner).insert(seq);
         }
         out
     }
@@ -160,11 +161,18 @@ impl<'m> Engine<'m> {
         let seq = self
             .prefix_cache
             .as_ref()
-            .and_then(|c| c.lock().unwrap_or_else(|e| e.into_inner()).lookup(head))
+            .and_then(|c| {
+                c.lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .lookup(head)
+            })
             .unwrap_or_else(|| self.model.new_sequence());
         let policy = BudgetPolicy::inheriting(
             req.max_draft,
-            &self.acceptance.lock().unwrap_or_else(|e| e.into_inner()),
+            &self
+                .acceptance
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
         );
         Ok(Generation::new(req, seq, drafter, sink, policy))
     }
@@ -176,7 +184,7 @@ impl<'m> Engine<'m> {
         let mut load = BatchLoad::default();
         let mut nodes = Vec::with_capacity(batch.len());
         {
-            let cost = self.cost.lock().unwrap_or_else(|e| e.into_inner());
+            let cost = self.cost.lock().unwrap_or_else(PoisonError::into_inner);
             for g in batch.iter_mut() {
                 nodes.push(g.plan(&cost, &mut load));
             }
@@ -204,11 +212,10 @@ impl<'m> Engine<'m> {
         drop(inputs);
         if timed {
             let ms = t0.elapsed().as_secs_f64() * 1e3;
-            self.cost.lock().unwrap_or_else(|e| e.into_inner()).observe(
-                load.rows,
-                load.mean_ctx(),
-                ms,
-            );
+            self.cost
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .observe(load.rows, load.mean_ctx(), ms);
         }
         let members = batch.iter_mut().zip(&nodes).filter(|(_, n)| n.is_some());
         for ((g, _), l) in members.zip(&logits) {

@@ -67,15 +67,10 @@ impl PrefixCache {
         // An entry this one extends (or equals) is superseded; one that extends this one
         // already holds everything it could offer.
         let new = seq.tokens();
-        if self
-            .entries
-            .iter()
-            .any(|e| e.seq.len() >= new.len() && common_prefix(e.seq.tokens(), new) == new.len())
-        {
+        if self.entries.iter().any(|e| e.seq.tokens().starts_with(new)) {
             return;
         }
-        self.entries
-            .retain(|e| common_prefix(e.seq.tokens(), new) < e.seq.len());
+        self.entries.retain(|e| !new.starts_with(e.seq.tokens()));
         while self.used() + bytes > self.max_bytes {
             let Some(oldest) = self
                 .entries
