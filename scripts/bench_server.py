@@ -74,15 +74,20 @@ class Server:
         return "".join(text), tokens, time.perf_counter() - t0, first
 
 
+PLAIN = "no prediction, plain decoding"
+LOOKUP = "no prediction, prompt lookup"
+PREDICTED = "prediction (reference drafter)"
+
+
 def prediction(s, args):
     if not args.workload:
         raise SystemExit("prediction needs --workload (specdec data build --kind humaneval-rewrite)")
     with open(args.workload) as f:
         records = [json.loads(line) for line in f if line.strip()][: args.requests]
     variants = {
-        "no prediction, plain decoding": {"speculation": {"method": "none"}},
-        "no prediction, prompt lookup": {"speculation": {"method": "prompt"}},
-        "prediction (reference drafter)": {"speculation": {"method": "reference"}},
+        PLAIN: {"speculation": {"method": "none"}},
+        LOOKUP: {"speculation": {"method": "prompt"}},
+        PREDICTED: {"speculation": {"method": "reference"}},
     }
     times = {k: 0.0 for k in variants}
     tokens, same = 0, {k: 0 for k in variants}
@@ -95,25 +100,25 @@ def prediction(s, args):
         for _ in range(args.repeats):
             for name, extra in variants.items():
                 extra = dict(extra)
-                if name.startswith("prediction"):
+                if name == PREDICTED:
                     extra["prediction"] = {"type": "content", "content": r["references"][0]}
                 out, dt = s.chat(messages, **params, **extra)
                 best[name] = min(best[name], dt)
                 outs[name] = out
-        plain = outs["no prediction, plain decoding"]
+        plain = outs[PLAIN]
         text = plain["choices"][0]["message"]["content"]
         tokens += plain["usage"]["completion_tokens"]
         for name in variants:
             times[name] += best[name]
             same[name] += outs[name]["choices"][0]["message"]["content"] == text
-        d = outs["prediction (reference drafter)"]["usage"]["completion_tokens_details"]
+        d = outs[PREDICTED]["usage"]["completion_tokens_details"]
         accepted += d["accepted_prediction_tokens"]
         rejected += d["rejected_prediction_tokens"]
         n = plain["usage"]["completion_tokens"]
-        print(f"  {r['id']:18s} {n:4d} tokens  prediction {best['no prediction, plain decoding'] / best['prediction (reference drafter)']:5.2f}x"
-              f"  prompt lookup {best['no prediction, plain decoding'] / best['no prediction, prompt lookup']:5.2f}x"
+        print(f"  {r['id']:18s} {n:4d} tokens  prediction {best[PLAIN] / best[PREDICTED]:5.2f}x"
+              f"  prompt lookup {best[PLAIN] / best[LOOKUP]:5.2f}x"
               f"  accepted_prediction_tokens {d['accepted_prediction_tokens']}")
-    base = times["no prediction, plain decoding"]
+    base = times[PLAIN]
     print(f"{len(records)} edit requests, {tokens} completion tokens, temperature 0, "
           f"best of {args.repeats} interleaved runs per request (prefill included)")
     for name in variants:

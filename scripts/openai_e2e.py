@@ -23,6 +23,16 @@ def check(cond, what):
     print(f"ok: {what}")
 
 
+def expect_error(kind, call, ok, what):
+    """`call` must raise `kind`, and `ok(error)` must hold."""
+    try:
+        call()
+    except kind as e:
+        check(ok(e), what)
+        return
+    check(False, what)
+
+
 def main():
     base_url, api_key, model = sys.argv[1:4]
     client = OpenAI(base_url=base_url, api_key=api_key, max_retries=0)
@@ -92,29 +102,20 @@ def main():
     check(plain.model_extra["speculation"]["method"] == "none",
           "extra_body speculation.method is honoured")
 
-    try:
-        client.chat.completions.create(model="no-such-model", messages=messages)
-        check(False, "an unknown model is refused")
-    except openai.NotFoundError as e:
-        check(e.status_code == 404, "an unknown model is a 404 NotFoundError")
-    try:
-        client.chat.completions.create(model=model, messages=messages, n=2)
-        check(False, "n = 2 is refused")
-    except openai.BadRequestError as e:
-        check("n = 1" in str(e), "n = 2 is a 400 BadRequestError that says what to do")
-    try:
-        client.chat.completions.create(
-            model=model, messages=[{"role": "user", "content": "word " * 9000}]
-        )
-        check(False, "a prompt over the context is refused")
-    except openai.BadRequestError as e:
-        check(e.code == "context_length_exceeded", "a too-long prompt is context_length_exceeded")
+    expect_error(openai.NotFoundError,
+                 lambda: client.chat.completions.create(model="no-such-model", messages=messages),
+                 lambda e: e.status_code == 404, "an unknown model is a 404 NotFoundError")
+    expect_error(openai.BadRequestError,
+                 lambda: client.chat.completions.create(model=model, messages=messages, n=2),
+                 lambda e: "n = 1" in str(e), "n = 2 is a 400 BadRequestError that says what to do")
+    too_long = [{"role": "user", "content": "word " * 9000}]
+    expect_error(openai.BadRequestError,
+                 lambda: client.chat.completions.create(model=model, messages=too_long),
+                 lambda e: e.code == "context_length_exceeded",
+                 "a too-long prompt is context_length_exceeded")
     bad = OpenAI(base_url=base_url, api_key="wrong-key", max_retries=0)
-    try:
-        bad.models.list()
-        check(False, "a wrong API key is refused")
-    except openai.AuthenticationError:
-        check(True, "a wrong API key is a 401 AuthenticationError")
+    expect_error(openai.AuthenticationError, bad.models.list, lambda e: True,
+                 "a wrong API key is a 401 AuthenticationError")
     print("all checks passed")
 
 
