@@ -45,40 +45,45 @@ fn every_isa_gives_the_scalar_bits() {
             assert_eq!(v, e_ref, "{} n={n}", isa.name());
         }
         e.clear();
-        // Multi-output weighted sums equal per-output axpys (d = n here).
-        let (m, nk) = (7usize, 9usize);
-        let ws: Vec<f32> = (0..m * nk).map(|_| rnd()).collect();
-        let vals: Vec<f32> = (0..nk * (n + 3)).map(|_| rnd()).collect();
-        let mut want_w = vec![0.5f32; m * n];
-        for s in 0..nk {
-            for i in 0..m {
-                axpy_scalar(
-                    ws[i * nk + s],
-                    &vals[s * (n + 3)..][..n],
-                    &mut want_w[i * n..(i + 1) * n],
-                );
-            }
-        }
-        for isa in Isa::available() {
-            let mut got = vec![0.5f32; m * n];
-            VecOps::new(isa).weighted_sum(&ws, nk, m, &vals, n + 3, nk, &mut got, n);
-            assert_eq!(got, want_w, "{} n={n}", isa.name());
-        }
-        // Transposed-key scores equal the one-key definition.
-        let (m, nk) = (5usize, 37usize);
-        let stride = n * 16 + 32;
-        let qs: Vec<f32> = (0..m * n).map(|_| rnd()).collect();
-        let kt: Vec<f32> = (0..nk.div_ceil(16) * stride).map(|_| rnd()).collect();
-        let mut want_t = vec![0f32; m * nk];
-        for i in 0..m {
+        // Multi-output weighted sums equal per-output axpys (d = n here), for every
+        // register-block size.
+        for m in 1..=13 {
+            let nk = 9usize;
+            let ws: Vec<f32> = (0..m * nk).map(|_| rnd()).collect();
+            let vals: Vec<f32> = (0..nk * (n + 3)).map(|_| rnd()).collect();
+            let mut want_w = vec![0.5f32; m * n];
             for s in 0..nk {
-                want_t[i * nk + s] = dot_t_one(&qs[i * n..][..n], &kt, stride, s);
+                for i in 0..m {
+                    axpy_scalar(
+                        ws[i * nk + s],
+                        &vals[s * (n + 3)..][..n],
+                        &mut want_w[i * n..(i + 1) * n],
+                    );
+                }
+            }
+            for isa in Isa::available() {
+                let mut got = vec![0.5f32; m * n];
+                VecOps::new(isa).weighted_sum(&ws, nk, m, &vals, n + 3, nk, &mut got, n);
+                assert_eq!(got, want_w, "{} n={n} m={m}", isa.name());
             }
         }
-        for isa in Isa::available() {
-            let mut got = vec![0f32; m * nk];
-            VecOps::new(isa).dot_t(&qs, m, n, &kt, stride, nk, &mut got, nk);
-            assert_eq!(got, want_t, "{} n={n}", isa.name());
+        // Transposed-key scores equal the one-key definition, for every row block.
+        for m in 1..=17 {
+            let nk = 37usize;
+            let stride = n * 16 + 32;
+            let qs: Vec<f32> = (0..m * n).map(|_| rnd()).collect();
+            let kt: Vec<f32> = (0..nk.div_ceil(16) * stride).map(|_| rnd()).collect();
+            let mut want_t = vec![0f32; m * nk];
+            for i in 0..m {
+                for s in 0..nk {
+                    want_t[i * nk + s] = dot_t_one(&qs[i * n..][..n], &kt, stride, s);
+                }
+            }
+            for isa in Isa::available() {
+                let mut got = vec![0f32; m * nk];
+                VecOps::new(isa).dot_t(&qs, m, n, &kt, stride, nk, &mut got, nk);
+                assert_eq!(got, want_t, "{} n={n} m={m}", isa.name());
+            }
         }
         let g: Vec<f32> = (0..n).map(|_| rnd() * 40.0).collect();
         let u: Vec<f32> = (0..n).map(|_| rnd()).collect();

@@ -99,100 +99,6 @@ pub unsafe fn exp_sum_avx512(x: &mut [f32], max: f32) -> f32 {
 }
 
 /// # Safety
-/// The CPU must support AVX-512F; the slices hold what `VecOps::dot_t` asserts.
-#[allow(clippy::too_many_arguments)]
-#[target_feature(enable = "avx512f")]
-pub unsafe fn dot_t_avx512(
-    qs: &[f32],
-    m: usize,
-    hd: usize,
-    kt: &[f32],
-    stride: usize,
-    n: usize,
-    out: &mut [f32],
-    out_stride: usize,
-) {
-    const Q: usize = 8;
-    let mut s = 0;
-    while s < n {
-        let mask = tail_mask(n - s);
-        let mut i0 = 0;
-        while i0 < m {
-            let qn = (m - i0).min(Q);
-            let mut acc = [_mm512_setzero_ps(); Q];
-            let block = (s / 16) * stride;
-            for d in 0..hd {
-                // SAFETY: the mask keeps the load within keys s..n of this block, whose
-                // elements lie in `kt` (asserted by the caller).
-                let k = unsafe { _mm512_maskz_loadu_ps(mask, kt.as_ptr().add(block + d * 16)) };
-                for (i, a) in acc.iter_mut().enumerate().take(qn) {
-                    let q = _mm512_set1_ps(qs[(i0 + i) * hd + d]);
-                    *a = _mm512_add_ps(*a, _mm512_mul_ps(q, k));
-                }
-            }
-            for (i, a) in acc.iter().enumerate().take(qn) {
-                // SAFETY: masked store within out[(i0 + i) * out_stride + s..][..n - s].
-                unsafe {
-                    _mm512_mask_storeu_ps(out.as_mut_ptr().add((i0 + i) * out_stride + s), mask, *a)
-                };
-            }
-            i0 += Q;
-        }
-        s += 16;
-    }
-}
-
-/// # Safety
-/// The CPU must support AVX-512F; the slices hold what `VecOps::weighted_sum` asserts
-/// for d = 16 · C.
-#[allow(clippy::too_many_arguments)]
-#[target_feature(enable = "avx512f")]
-pub unsafe fn weighted_sum_avx512<const C: usize>(
-    ws: &[f32],
-    w_stride: usize,
-    m: usize,
-    values: &[f32],
-    v_stride: usize,
-    n: usize,
-    out: &mut [f32],
-) {
-    // Accumulators for up to 24 registers' worth of outputs.
-    const MAX_G: usize = 12;
-    let d = 16 * C;
-    let group = (24 / C).min(MAX_G);
-    let mut i0 = 0;
-    while i0 < m {
-        let g = (m - i0).min(group);
-        let mut acc = [[_mm512_setzero_ps(); C]; MAX_G];
-        for (i, a) in acc.iter_mut().enumerate().take(g) {
-            for (c, v) in a.iter_mut().enumerate() {
-                // SAFETY: (i0 + i) * d + c * 16 + 16 <= m * d <= out.len().
-                *v = unsafe { _mm512_loadu_ps(out.as_ptr().add((i0 + i) * d + c * 16)) };
-            }
-        }
-        for s in 0..n {
-            // SAFETY: s * v_stride + d <= values.len() (asserted by the caller).
-            let v: [__m512; C] = std::array::from_fn(|c| unsafe {
-                _mm512_loadu_ps(values.as_ptr().add(s * v_stride + c * 16))
-            });
-            for (i, a) in acc.iter_mut().enumerate().take(g) {
-                let w = _mm512_set1_ps(ws[(i0 + i) * w_stride + s]);
-                for c in 0..C {
-                    a[c] = _mm512_add_ps(a[c], _mm512_mul_ps(w, v[c]));
-                }
-            }
-        }
-        for (i, a) in acc.iter().enumerate().take(g) {
-            for (c, v) in a.iter().enumerate() {
-                // SAFETY: as for the loads above.
-                unsafe { _mm512_storeu_ps(out.as_mut_ptr().add((i0 + i) * d + c * 16), *v) };
-            }
-        }
-        i0 += group;
-    }
-}
-
-/// # Safety
 /// The CPU must support AVX2; rows `0..w.len()` at `stride` lie in `rows`.
 #[target_feature(enable = "avx2")]
 pub unsafe fn axpy_rows_avx2(w: &[f32], rows: &[f32], stride: usize, y: &mut [f32]) {
@@ -222,5 +128,165 @@ pub unsafe fn axpy_avx2(alpha: f32, x: &[f32], y: &mut [f32]) {
     }
     for j in i..n {
         y[j] += alpha * x[j];
+    }
+}
+
+/// Query rows `i0..i0 + G` of [`dot_t_avx512`], accumulators in registers.
+///
+/// # Safety
+/// As for [`dot_t_avx512`]; `i0 + G <= m`.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn dot_t_rows<const G: usize>(
+    qs: &[f32],
+    i0: usize,
+    hd: usize,
+    kt: &[f32],
+    stride: usize,
+    n: usize,
+    out: &mut [f32],
+    out_stride: usize,
+) {
+    let q = &qs[i0 * hd..(i0 + G) * hd];
+    let mut s = 0;
+    while s < n {
+        let mask = tail_mask(n - s);
+        let block = (s / 16) * stride;
+        let mut acc = [_mm512_setzero_ps(); G];
+        for d in 0..hd {
+            // SAFETY: the mask keeps the load within keys s..n of this block, whose
+            // elements lie in `kt` (asserted by the caller).
+            let k = unsafe { _mm512_maskz_loadu_ps(mask, kt.as_ptr().add(block + d * 16)) };
+            for (i, a) in acc.iter_mut().enumerate() {
+                // SAFETY: i < G and d < hd, and `q` holds G · hd queries.
+                let x = unsafe { *q.as_ptr().add(i * hd + d) };
+                *a = _mm512_add_ps(*a, _mm512_mul_ps(_mm512_set1_ps(x), k));
+            }
+        }
+        for (i, a) in acc.iter().enumerate() {
+            // SAFETY: masked store within out[(i0 + i) * out_stride + s..][..n - s].
+            unsafe {
+                _mm512_mask_storeu_ps(out.as_mut_ptr().add((i0 + i) * out_stride + s), mask, *a)
+            };
+        }
+        s += 16;
+    }
+}
+
+/// # Safety
+/// The CPU must support AVX-512F; the slices hold what `VecOps::dot_t` asserts.
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx512f")]
+pub unsafe fn dot_t_avx512(
+    qs: &[f32],
+    m: usize,
+    hd: usize,
+    kt: &[f32],
+    stride: usize,
+    n: usize,
+    out: &mut [f32],
+    out_stride: usize,
+) {
+    const Q: usize = 8;
+    let mut i0 = 0;
+    while i0 < m {
+        let g = (m - i0).min(Q);
+        // SAFETY: forwarded; i0 + g <= m.
+        unsafe {
+            match g {
+                8 => dot_t_rows::<8>(qs, i0, hd, kt, stride, n, out, out_stride),
+                7 => dot_t_rows::<7>(qs, i0, hd, kt, stride, n, out, out_stride),
+                6 => dot_t_rows::<6>(qs, i0, hd, kt, stride, n, out, out_stride),
+                5 => dot_t_rows::<5>(qs, i0, hd, kt, stride, n, out, out_stride),
+                4 => dot_t_rows::<4>(qs, i0, hd, kt, stride, n, out, out_stride),
+                3 => dot_t_rows::<3>(qs, i0, hd, kt, stride, n, out, out_stride),
+                2 => dot_t_rows::<2>(qs, i0, hd, kt, stride, n, out, out_stride),
+                _ => dot_t_rows::<1>(qs, i0, hd, kt, stride, n, out, out_stride),
+            }
+        }
+        i0 += g;
+    }
+}
+
+/// Outputs `i0..i0 + G` of [`weighted_sum_avx512`], accumulators in registers.
+///
+/// # Safety
+/// As for [`weighted_sum_avx512`]; `i0 + G <= m`.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn weighted_rows<const C: usize, const G: usize>(
+    ws: &[f32],
+    w_stride: usize,
+    i0: usize,
+    values: &[f32],
+    v_stride: usize,
+    n: usize,
+    out: &mut [f32],
+) {
+    let d = 16 * C;
+    let o = out[i0 * d..(i0 + G) * d].as_mut_ptr();
+    // SAFETY: o covers G · d floats.
+    let mut acc: [[__m512; C]; G] = std::array::from_fn(|i| {
+        std::array::from_fn(|c| unsafe { _mm512_loadu_ps(o.add(i * d + c * 16)) })
+    });
+    let w = &ws[i0 * w_stride..];
+    for s in 0..n {
+        // SAFETY: s * v_stride + d <= values.len() (asserted by the caller).
+        let v: [__m512; C] = std::array::from_fn(|c| unsafe {
+            _mm512_loadu_ps(values.as_ptr().add(s * v_stride + c * 16))
+        });
+        for (i, a) in acc.iter_mut().enumerate() {
+            // SAFETY: (i0 + i) · w_stride + s < ws.len() (asserted by the caller).
+            let wi = _mm512_set1_ps(unsafe { *w.as_ptr().add(i * w_stride + s) });
+            for c in 0..C {
+                a[c] = _mm512_add_ps(a[c], _mm512_mul_ps(wi, v[c]));
+            }
+        }
+    }
+    for (i, a) in acc.iter().enumerate() {
+        for (c, v) in a.iter().enumerate() {
+            // SAFETY: as for the loads above.
+            unsafe { _mm512_storeu_ps(o.add(i * d + c * 16), *v) };
+        }
+    }
+}
+
+/// # Safety
+/// The CPU must support AVX-512F; the slices hold what `VecOps::weighted_sum` asserts
+/// for d = 16 · C.
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx512f")]
+pub unsafe fn weighted_sum_avx512<const C: usize>(
+    ws: &[f32],
+    w_stride: usize,
+    m: usize,
+    values: &[f32],
+    v_stride: usize,
+    n: usize,
+    out: &mut [f32],
+) {
+    // Up to 24 registers of accumulators (the match arms below cover these group sizes).
+    let group = (24 / C).min(12);
+    let mut i0 = 0;
+    while i0 < m {
+        let g = (m - i0).min(group);
+        // SAFETY: forwarded; i0 + g <= m.
+        unsafe {
+            match g {
+                12 if C <= 2 => weighted_rows::<C, 12>(ws, w_stride, i0, values, v_stride, n, out),
+                11 if C <= 2 => weighted_rows::<C, 11>(ws, w_stride, i0, values, v_stride, n, out),
+                10 if C <= 2 => weighted_rows::<C, 10>(ws, w_stride, i0, values, v_stride, n, out),
+                9 if C <= 2 => weighted_rows::<C, 9>(ws, w_stride, i0, values, v_stride, n, out),
+                8 if C <= 2 => weighted_rows::<C, 8>(ws, w_stride, i0, values, v_stride, n, out),
+                7 if C <= 2 => weighted_rows::<C, 7>(ws, w_stride, i0, values, v_stride, n, out),
+                6 if C <= 4 => weighted_rows::<C, 6>(ws, w_stride, i0, values, v_stride, n, out),
+                5 if C <= 4 => weighted_rows::<C, 5>(ws, w_stride, i0, values, v_stride, n, out),
+                4 if C <= 4 => weighted_rows::<C, 4>(ws, w_stride, i0, values, v_stride, n, out),
+                3 => weighted_rows::<C, 3>(ws, w_stride, i0, values, v_stride, n, out),
+                2 => weighted_rows::<C, 2>(ws, w_stride, i0, values, v_stride, n, out),
+                _ => weighted_rows::<C, 1>(ws, w_stride, i0, values, v_stride, n, out),
+            }
+        }
+        i0 += g;
     }
 }
