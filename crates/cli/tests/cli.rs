@@ -149,6 +149,12 @@ fn bench_verify_cost_prints_the_curve_as_json() {
 }
 
 #[test]
+fn bench_verify_cost_refuses_a_prefix_past_the_context() {
+    let o = specdec(&["bench", "verify-cost", "--prefix", "100000"]);
+    assert_clean_error(&o, "context");
+}
+
+#[test]
 fn bench_workload_reports_records_and_summary() {
     let wl = concat!(
         env!("CARGO_MANIFEST_DIR"),
