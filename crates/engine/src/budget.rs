@@ -186,6 +186,37 @@ impl AcceptanceMemory {
     }
 }
 
+/// One [`AcceptanceMemory`] per drafter (by name): the same source's drafts are accepted
+/// at different rates under different drafters (a prompt copy alone, or merged with other
+/// sources in `auto`'s tree), so requests inherit only from requests drafted the same way.
+#[derive(Debug, Default)]
+pub struct AcceptanceMemories {
+    by_drafter: Vec<(&'static str, AcceptanceMemory)>,
+}
+
+impl AcceptanceMemories {
+    /// A policy for a new request drafted by `drafter`, from what earlier requests with
+    /// that drafter learned.
+    pub fn policy(&self, drafter: &str, max_nodes: usize) -> BudgetPolicy {
+        match self.by_drafter.iter().find(|(n, _)| *n == drafter) {
+            Some((_, m)) => BudgetPolicy::inheriting(max_nodes, m),
+            None => BudgetPolicy::new(max_nodes),
+        }
+    }
+
+    /// Blends a finished request's rates into its drafter's memory.
+    pub fn learn(&mut self, drafter: &'static str, finished: &BudgetPolicy) {
+        let i = match self.by_drafter.iter().position(|(n, _)| *n == drafter) {
+            Some(i) => i,
+            None => {
+                self.by_drafter.push((drafter, AcceptanceMemory::default()));
+                self.by_drafter.len() - 1
+            }
+        };
+        self.by_drafter[i].1.learn(finished);
+    }
+}
+
 /// Acceptance rates and the trimming decision of one request.
 #[derive(Clone, Debug)]
 pub struct BudgetPolicy {
@@ -409,6 +440,25 @@ mod tests {
         }
         let after = informed.trim(chain(16), 100, &cost, &mut BatchLoad::default());
         assert!(after.len() <= PROBE_NODES, "{} nodes", after.len());
+    }
+
+    #[test]
+    fn requests_inherit_only_from_their_own_drafter() {
+        let mut rejected = BudgetPolicy::new(32);
+        for _ in 0..60 {
+            rejected.observe(&chain(8), &[]);
+        }
+        let mut memories = AcceptanceMemories::default();
+        memories.learn("prompt", &rejected);
+        let cost = CostModel::default();
+        let kept = |p: BudgetPolicy| {
+            let mut p = p;
+            p.trim(chain(16), 100, &cost, &mut BatchLoad::default())
+                .len()
+        };
+        let fresh = kept(BudgetPolicy::new(32));
+        assert_eq!(kept(memories.policy("auto", 32)), fresh);
+        assert!(kept(memories.policy("prompt", 32)) < fresh);
     }
 
     #[test]

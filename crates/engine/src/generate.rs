@@ -9,7 +9,7 @@ use specdec_runtime::{Model, SeqInput, Want};
 use specdec_tokenizer::Tokenizer;
 use specdec_verify::SamplingParams;
 
-use crate::budget::{AcceptanceMemory, BatchLoad, BudgetPolicy, CostModel};
+use crate::budget::{AcceptanceMemories, BatchLoad, CostModel};
 use crate::generation::{Generation, Sink};
 use crate::prefix_cache::PrefixCache;
 use crate::stats::SpecStats;
@@ -83,7 +83,7 @@ pub struct Engine<'m> {
     tokenizer: &'m Tokenizer,
     cost: std::sync::Mutex<CostModel>,
     prefix_cache: Option<std::sync::Mutex<PrefixCache>>,
-    acceptance: std::sync::Mutex<AcceptanceMemory>,
+    acceptance: std::sync::Mutex<AcceptanceMemories>,
 }
 
 impl<'m> Engine<'m> {
@@ -93,7 +93,7 @@ impl<'m> Engine<'m> {
             tokenizer,
             cost: std::sync::Mutex::new(CostModel::default()),
             prefix_cache: None,
-            acceptance: std::sync::Mutex::new(AcceptanceMemory::default()),
+            acceptance: std::sync::Mutex::new(AcceptanceMemories::default()),
         }
     }
 
@@ -113,13 +113,13 @@ impl<'m> Engine<'m> {
     /// Ends a generation and returns what it produced; its cache goes to the prefix
     /// cache.
     pub fn finish(&self, g: Generation<'_>) -> GenerateOutput {
-        let drafted = g.drafted();
+        let drafter = g.drafted().then(|| g.drafter_name()).flatten();
         let (out, seq, policy) = g.into_parts(self.tokenizer);
-        if drafted {
+        if let Some(name) = drafter {
             self.acceptance
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
-                .learn(&policy);
+                .learn(name, &policy);
         }
         if let Some(c) = &self.prefix_cache {
             c.lock().unwrap_or_else(PoisonError::into_inner).insert(seq);
@@ -167,13 +167,11 @@ impl<'m> Engine<'m> {
                     .lookup(head)
             })
             .unwrap_or_else(|| self.model.new_sequence());
-        let policy = BudgetPolicy::inheriting(
-            req.max_draft,
-            &self
-                .acceptance
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner),
-        );
+        let policy = self
+            .acceptance
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .policy(drafter.as_ref().map_or("", |d| d.name()), req.max_draft);
         Ok(Generation::new(req, seq, drafter, sink, policy))
     }
 

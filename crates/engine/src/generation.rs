@@ -153,6 +153,11 @@ impl<'a> Generation<'a> {
         self.stats.draft_steps > 0
     }
 
+    /// The drafter's name, if the request has one.
+    pub(crate) fn drafter_name(&self) -> Option<&'static str> {
+        self.drafter.as_ref().map(|d| d.name())
+    }
+
     pub fn is_finished(&self) -> bool {
         self.finish.is_some()
     }
