@@ -129,22 +129,53 @@ pub fn distribution(logits: &[f32], recent: &[u32], p: &SamplingParams) -> Vec<(
         sum = cand.iter().map(|c| c.1 as f64).sum();
     }
     if p.top_p < 1.0 {
-        cand.sort_unstable_by(order);
-        let mut acc = 0f64;
-        let cut = cand
-            .iter()
-            .position(|c| {
-                acc += c.1 as f64 / sum;
-                acc >= p.top_p as f64
-            })
-            .map_or(cand.len(), |i| i + 1);
-        cand.truncate(cut);
+        cand = nucleus(cand, sum, p.top_p as f64, order);
         sum = cand.iter().map(|c| c.1 as f64).sum();
     }
     for c in cand.iter_mut() {
         c.1 = (c.1 as f64 / sum) as f32;
     }
     cand
+}
+
+/// Weight floors tried in turn by [`nucleus`]; 0 keeps every candidate.
+const NUCLEUS_FLOORS: [f32; 3] = [1e-3, 1e-6, 0.0];
+
+/// The shortest prefix of `cand` sorted by `order` whose weights (relative to `sum`)
+/// reach `top_p`. Sorting the whole vocabulary for every token cost about a millisecond;
+/// the nucleus is nearly always among the few candidates within a factor 1000 of the
+/// most likely one (whose weight is 1), so only those are sorted, and the floor is lowered
+/// until they hold the nucleus. The prefix of the full sort is the sorted set of its
+/// members, so the result is the same as sorting everything.
+fn nucleus(
+    cand: Vec<(u32, f32)>,
+    sum: f64,
+    top_p: f64,
+    order: impl Fn(&(u32, f32), &(u32, f32)) -> std::cmp::Ordering + Copy,
+) -> Vec<(u32, f32)> {
+    for floor in NUCLEUS_FLOORS {
+        let mut head: Vec<(u32, f32)> = if floor > 0.0 {
+            cand.iter().copied().filter(|c| c.1 >= floor).collect()
+        } else {
+            cand.clone()
+        };
+        head.sort_unstable_by(order);
+        let mut acc = 0f64;
+        let cut = head.iter().position(|c| {
+            acc += c.1 as f64 / sum;
+            acc >= top_p
+        });
+        match cut {
+            Some(i) => {
+                head.truncate(i + 1);
+                return head;
+            }
+            // Everything is in the head and the mass still falls short (rounding): all.
+            None if head.len() == cand.len() => return head,
+            None => {}
+        }
+    }
+    unreachable!("the last floor keeps every candidate")
 }
 
 /// Draws from `dist` (as returned by [`distribution`]) with the uniform number `u`.
@@ -220,6 +251,44 @@ mod tests {
         for (i, &c) in counts.iter().enumerate() {
             let expect = (logits[i] as f64).exp() / z;
             assert!((c as f64 / n as f64 - expect).abs() < 0.01, "{i}: {c}");
+        }
+    }
+
+    /// The nucleus found by sorting only the likeliest candidates is the one the full
+    /// sort gives, token for token, including when the floor must be lowered.
+    #[test]
+    fn nucleus_equals_sorting_everything() {
+        let order = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+        let mut rng = crate::Rng::new(11);
+        for case in 0..200 {
+            let n = 1 + case * 37 % 5000;
+            // Flat and peaked shapes, ties included (weights rounded to a grid).
+            let spread = [0.5, 3.0, 12.0][case % 3];
+            let cand: Vec<(u32, f32)> = (0..n)
+                .map(|i| {
+                    let l = (rng.next_f64() * spread) as f32;
+                    (i as u32, ((l * 4.0).round() / 4.0 - spread as f32).exp())
+                })
+                .collect();
+            let sum: f64 = cand.iter().map(|c| c.1 as f64).sum();
+            for top_p in [0.05, 0.5, 0.9, 0.999, 0.999_999_9] {
+                let mut full = cand.clone();
+                full.sort_unstable_by(order);
+                let mut acc = 0f64;
+                let cut = full
+                    .iter()
+                    .position(|c| {
+                        acc += c.1 as f64 / sum;
+                        acc >= top_p
+                    })
+                    .map_or(full.len(), |i| i + 1);
+                full.truncate(cut);
+                assert_eq!(
+                    nucleus(cand.clone(), sum, top_p, order),
+                    full,
+                    "{case} {top_p}"
+                );
+            }
         }
     }
 
