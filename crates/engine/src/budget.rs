@@ -451,8 +451,7 @@ mod tests {
         let mut memories = AcceptanceMemories::default();
         memories.learn("prompt", &rejected);
         let cost = CostModel::default();
-        let kept = |p: BudgetPolicy| {
-            let mut p = p;
+        let kept = |mut p: BudgetPolicy| {
             p.trim(chain(16), 100, &cost, &mut BatchLoad::default())
                 .len()
         };
