@@ -113,9 +113,8 @@ impl<'m> Engine<'m> {
     /// Ends a generation and returns what it produced; its cache goes to the prefix
     /// cache.
     pub fn finish(&self, g: Generation<'_>) -> GenerateOutput {
-        let drafter = g.drafted().then(|| g.drafter_name()).flatten();
-        let (out, seq, policy) = g.into_parts(self.tokenizer);
-        if let Some(name) = drafter {
+        let (out, seq, learned) = g.into_parts(self.tokenizer);
+        if let Some((name, policy)) = learned {
             self.acceptance
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)

@@ -148,16 +148,6 @@ impl<'a> Generation<'a> {
         }
     }
 
-    /// Whether any step verified a draft (only then has the policy learned anything).
-    pub(crate) fn drafted(&self) -> bool {
-        self.stats.draft_steps > 0
-    }
-
-    /// The drafter's name, if the request has one.
-    pub(crate) fn drafter_name(&self) -> Option<&'static str> {
-        self.drafter.as_ref().map(|d| d.name())
-    }
-
     pub fn is_finished(&self) -> bool {
         self.finish.is_some()
     }
@@ -172,16 +162,25 @@ impl<'a> Generation<'a> {
         self.finish.get_or_insert(FinishReason::Cancelled);
     }
 
-    /// Ends the generation: what it produced, and its cache (for prefix reuse).
+    /// Ends the generation: what it produced, its cache (for prefix reuse), and its
+    /// drafter's name with the acceptance it learned (`None` if no draft was verified).
     pub(crate) fn into_parts(
         mut self,
         tok: &Tokenizer,
-    ) -> (GenerateOutput, Sequence, BudgetPolicy) {
+    ) -> (
+        GenerateOutput,
+        Sequence,
+        Option<(&'static str, BudgetPolicy)>,
+    ) {
         let finish = self.finish.unwrap_or(FinishReason::Cancelled);
         self.out.finish(tok, finish);
         if let (Some(d), true) = (self.drafter.as_mut(), self.prefill_time.is_some()) {
             d.end(&self.context[self.req.prompt.len()..]); // begun at the end of prefill
         }
+        let learned = match &self.drafter {
+            Some(d) if self.stats.draft_steps > 0 => Some((d.name(), self.policy)),
+            _ => None,
+        };
         let out = GenerateOutput {
             completion_tokens: self.context.len() - self.req.prompt.len(),
             token_ids: self.context.split_off(self.req.prompt.len()),
@@ -194,7 +193,7 @@ impl<'a> Generation<'a> {
             finish_reason: finish,
             spec: self.stats,
         };
-        (out, self.seq, self.policy)
+        (out, self.seq, learned)
     }
 
     fn head(&self) -> &[u32] {
