@@ -117,13 +117,11 @@ pub fn run(opts: &Options) -> anyhow::Result<()> {
     let mut methods = vec![DraftMethod::None];
     methods.extend(opts.methods.iter().filter(|m| **m != DraftMethod::None));
     let loaded = common::load(&opts.model)?;
+    // The engine keeps acceptance statistics per drafter, so no method's statistics size
+    // another's drafts.
+    let engine = Engine::new(&loaded.model, &loaded.tokenizer);
     // Each method learns only from its own outputs, so no method sees an answer another
-    // method produced for the same record, and has its own engine, so no method's
-    // acceptance statistics size another's drafts.
-    let engines: Vec<Engine> = methods
-        .iter()
-        .map(|_| Engine::new(&loaded.model, &loaded.tokenizer))
-        .collect();
+    // method produced for the same record.
     let base_trie = opts.drafting.load_trie()?;
     if let Some(warm) = &opts.warm {
         let recs = read_jsonl(warm)?;
@@ -131,7 +129,7 @@ pub fn run(opts: &Options) -> anyhow::Result<()> {
         for r in &recs {
             let req = request(&loaded, r, opts)?;
             let mut d = DraftMethod::Trie.drafter(&base_trie);
-            engines[0].generate(&req, d.as_deref_mut(), &mut |_| true)?;
+            engine.generate(&req, d.as_deref_mut(), &mut |_| true)?;
         }
     }
     let snapshot = base_trie.lock().unwrap_or_else(|e| e.into_inner()).clone();
@@ -146,7 +144,7 @@ pub fn run(opts: &Options) -> anyhow::Result<()> {
         let mut plain: Option<Vec<u32>> = None;
         for (mi, m) in methods.iter().enumerate() {
             let mut d = m.drafter(&tries[mi]);
-            let out = engines[mi]
+            let out = engine
                 .generate(&req, d.as_deref_mut(), &mut |_| true)
                 .with_context(|| format!("record {} with {}", r.id, m.name()))?;
             let plain_ids = plain.get_or_insert_with(|| {
