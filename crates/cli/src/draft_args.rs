@@ -43,8 +43,7 @@ impl DraftArgs {
 
     pub fn save_trie(&self, trie: &Arc<Mutex<Trie>>) -> anyhow::Result<()> {
         if let Some(p) = &self.trie {
-            let t = trie.lock().unwrap_or_else(|e| e.into_inner());
-            t.save(p)
+            specdec_engine::save_trie(trie, p)
                 .with_context(|| format!("saving trie {}", p.display()))?;
         }
         Ok(())

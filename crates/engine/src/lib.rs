@@ -11,7 +11,7 @@ pub mod stop;
 
 pub use generate::{Engine, FinishReason, GenerateOutput, GenerateRequest};
 pub use generation::{Generation, Sink};
-pub use method::{load_trie, new_trie, DraftMethod};
+pub use method::{load_trie, new_trie, save_trie, DraftMethod};
 pub use specdec_verify::{sampling, Rng, SamplingParams};
 pub use stats::SpecStats;
 

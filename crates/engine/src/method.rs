@@ -79,6 +79,13 @@ pub fn load_trie(path: Option<&std::path::Path>) -> Result<Arc<Mutex<Trie>>, Dra
     }
 }
 
+/// Saves `trie` to `path` (atomically; see `Trie::save`), waiting for drafters using it.
+pub fn save_trie(trie: &Mutex<Trie>, path: &std::path::Path) -> Result<(), DraftError> {
+    trie.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .save(path)
+}
+
 /// An empty trie with default limits.
 pub fn new_trie() -> Arc<Mutex<Trie>> {
     Arc::new(Mutex::new(Trie::new(TrieConfig::default())))

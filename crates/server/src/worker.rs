@@ -196,8 +196,7 @@ const TRIE_SAVE_EVERY: Duration = Duration::from_secs(60);
 
 fn save_trie(trie: &Mutex<Trie>, config: &WorkerConfig) {
     if let Some(path) = &config.trie_file {
-        let t = trie.lock().unwrap_or_else(|e| e.into_inner());
-        match t.save(path) {
+        match specdec_engine::save_trie(trie, path) {
             Ok(()) => tracing::info!("saved the trie to {}", path.display()),
             Err(e) => tracing::error!("could not save the trie to {}: {e}", path.display()),
         }
