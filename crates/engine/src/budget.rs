@@ -40,12 +40,17 @@ pub struct CostModel {
     /// EMA of milliseconds per forward over n rows (index n) per context bucket, `None`
     /// until observed.
     ms: Vec<[Option<f64>; CTX_BUCKETS]>,
+    /// Per context bucket, how far the observed ratios depart from the prior on average
+    /// (1.0 until observed). Kept up to date by `observe`, because `relative` is asked
+    /// for every candidate draft size of every step.
+    scale: [f64; CTX_BUCKETS],
 }
 
 impl Default for CostModel {
     fn default() -> Self {
         CostModel {
             ms: vec![[None; CTX_BUCKETS]; MAX_NODES + 1],
+            scale: [1.0; CTX_BUCKETS],
         }
     }
 }
@@ -61,10 +66,30 @@ impl CostModel {
     /// Records one forward over `rows` rows attending to `ctx` tokens on average that
     /// took `ms`.
     pub fn observe(&mut self, rows: usize, ctx: usize, ms: f64) {
+        let b = ctx_bucket(ctx);
         if let Some(e) = self.ms.get_mut(rows) {
-            let e = &mut e[ctx_bucket(ctx)];
+            let e = &mut e[b];
             *e = Some(e.map_or(ms, |old| 0.8 * old + 0.2 * ms));
         }
+        self.scale[b] = self.base(b).map_or(1.0, |base| {
+            let (mut sum, mut count) = (0.0, 0.0);
+            for (n, m) in self.ms.iter().enumerate().skip(2) {
+                if let Some(m) = m[b] {
+                    sum += (m / base) / prior(n, b);
+                    count += 1.0;
+                }
+            }
+            if count > 0.0 {
+                sum / count
+            } else {
+                1.0
+            }
+        });
+    }
+
+    /// The one-row forward's cost in context bucket `b`, once observed.
+    fn base(&self, b: usize) -> Option<f64> {
+        self.ms[1][b].filter(|&m| m > 0.0)
     }
 
     /// Relative cost of a forward over `rows` rows at context `ctx` (1.0 at one row): the
@@ -73,21 +98,13 @@ impl CostModel {
     pub fn relative(&self, rows: usize, ctx: usize) -> f64 {
         let rows = rows.clamp(1, MAX_NODES);
         let b = ctx_bucket(ctx);
-        let Some(base) = self.ms[1][b].filter(|&m| m > 0.0) else {
+        let Some(base) = self.base(b) else {
             return prior(rows, b);
         };
         if let Some(m) = self.ms[rows][b] {
             return (m / base).max(1.0);
         }
-        let (mut sum, mut count) = (0.0, 0.0);
-        for (n, m) in self.ms.iter().enumerate().skip(2) {
-            if let Some(m) = m[b] {
-                sum += (m / base) / prior(n, b);
-                count += 1.0;
-            }
-        }
-        let scale = if count > 0.0 { sum / count } else { 1.0 };
-        (prior(rows, b) * scale).max(1.0)
+        (prior(rows, b) * self.scale[b]).max(1.0)
     }
 }
 
