@@ -3,7 +3,8 @@
 //! The drafter proposes a tree up to the request's node cap; the engine keeps the subtree
 //! that maximizes expected tokens per unit of verify cost, `(1 + E[accepted]) / cost(1 + k)`.
 //! E[accepted] sums each kept node's probability of being accepted: the product, along its
-//! path, of acceptance rates learned online per (source, depth, first-or-later sibling).
+//! path, of acceptance rates learned online per (source, confidence of the branch, depth,
+//! first-or-later sibling).
 //! The cost curve is learned from the verify forwards actually timed. When no draft is
 //! expected to pay, nothing is drafted and the step is plain decoding, with an occasional
 //! small probe so a change in the text (a copied passage starting) is noticed.
@@ -253,7 +254,7 @@ impl BudgetPolicy {
     }
 
     /// A policy for a new request that starts from the acceptance `learned` over earlier
-    /// requests (see [`BudgetPolicy::learned_from`]), capped in weight.
+    /// requests (see [`AcceptanceMemory::learn`]), capped in weight.
     pub fn inheriting(max_nodes: usize, learned: &AcceptanceMemory) -> Self {
         let mut p = Self::new(max_nodes);
         for (mine, prev) in p.rates.iter_mut().zip(&learned.rates) {
@@ -275,7 +276,7 @@ impl BudgetPolicy {
     }
 
     /// Acceptance rate of a key: its own evidence, shrunk towards the rate one level up
-    /// (or 50% at the first level) with the weight of two observations, so a depth never
+    /// (or, at the first level, a prior that grows with the branch's confidence) with the weight of two observations, so a depth never
     /// reached yet inherits the acceptance seen just above it.
     fn rate(&self, k: (usize, usize)) -> f64 {
         let (a, o) = self.rates[k.0][k.1];
