@@ -276,8 +276,9 @@ impl BudgetPolicy {
     }
 
     /// Acceptance rate of a key: its own evidence, shrunk towards the rate one level up
-    /// (or, at the first level, a prior that grows with the branch's confidence) with the weight of two observations, so a depth never
-    /// reached yet inherits the acceptance seen just above it.
+    /// (or, at the first level, a prior that grows with the branch's confidence) with the
+    /// weight of two observations, so a depth never reached yet inherits the acceptance
+    /// seen just above it.
     fn rate(&self, k: (usize, usize)) -> f64 {
         let (a, o) = self.rates[k.0][k.1];
         let prior = if k.0.is_multiple_of(DEPTHS) {

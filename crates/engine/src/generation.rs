@@ -84,7 +84,7 @@ impl Output<'_> {
 /// What a generation contributes to the next forward.
 enum Plan {
     /// The next chunk of the prompt (all but its last token) goes into the cache.
-    Prefill(usize),
+    Prefill,
     /// `[pending] + tree`, flattened: node 0 is the pending token, draft node i is i + 1.
     Decode {
         tree: DraftTree,
@@ -97,7 +97,6 @@ enum Plan {
 pub struct Generation<'a> {
     req: GenerateRequest,
     seq: Sequence,
-    prefilled: usize,
     /// Prompt tokens whose cache came from an earlier request.
     cached: usize,
     drafter: Option<Box<dyn Drafter + 'a>>,
@@ -137,7 +136,6 @@ impl<'a> Generation<'a> {
             finish: (req.max_tokens == 0).then_some(FinishReason::Length),
             req,
             seq,
-            prefilled: cached,
             cached,
             drafter,
             stats: SpecStats::default(),
@@ -214,15 +212,17 @@ impl<'a> Generation<'a> {
         if self.finish.is_some() {
             return None;
         }
-        if self.prefill_time.is_none() && self.prefilled == self.head().len() {
+        // Prompt tokens in the cache: reused ones, then each committed prefill chunk.
+        let prefilled = self.seq.len();
+        if self.prefill_time.is_none() && prefilled == self.head().len() {
             self.prefill_done();
         }
         if self.prefill_time.is_none() {
-            let end = (self.prefilled + PREFILL_CHUNK).min(self.head().len());
-            let nodes = Node::chain(&self.head()[self.prefilled..end]);
-            self.plan = Some(Plan::Prefill(end - self.prefilled));
+            let end = (prefilled + PREFILL_CHUNK).min(self.head().len());
+            let nodes = Node::chain(&self.head()[prefilled..end]);
+            self.plan = Some(Plan::Prefill);
             load.rows += nodes.len();
-            load.ctx_sum += nodes.len() * (self.prefilled + nodes.len() / 2);
+            load.ctx_sum += nodes.len() * (prefilled + nodes.len() / 2);
             return Some(nodes);
         }
         let remaining = self.req.max_tokens - self.tokens().len();
@@ -276,9 +276,8 @@ impl<'a> Generation<'a> {
             return Ok(());
         };
         let (tree, tokens, parents) = match plan {
-            Plan::Prefill(n) => {
+            Plan::Prefill => {
                 self.seq.commit_all()?;
-                self.prefilled += n;
                 return Ok(());
             }
             Plan::Decode {
