@@ -2,6 +2,7 @@
 
 use std::ops::Range;
 use std::path::Path;
+use std::sync::Arc;
 
 use specdec_gguf::GgufFile;
 use specdec_kernels::{Executor, PackedMatrix, QuantizedRows, VecOps};
@@ -54,19 +55,25 @@ pub struct SeqInput<'a> {
 #[derive(Clone, Debug, Default)]
 pub struct Logits {
     vocab: usize,
-    nodes: Vec<usize>,
-    data: Vec<f32>,
+    /// The nodes with logits: `Want` asks for all, the last or none, always a range.
+    nodes: Range<usize>,
+    /// The whole forward's logits, shared by its inputs (a batch is not copied apart);
+    /// this input's rows start at row `first`.
+    data: Arc<Vec<f32>>,
+    first: usize,
 }
 
 impl Logits {
     /// The logits of node `i`, if they were requested.
     pub fn get(&self, i: usize) -> Option<&[f32]> {
-        let r = self.nodes.iter().position(|&n| n == i)?;
-        Some(&self.data[r * self.vocab..(r + 1) * self.vocab])
+        self.nodes
+            .contains(&i)
+            .then(|| self.row(i - self.nodes.start))
     }
 
+    /// The logits of the `r`-th requested node.
     pub fn row(&self, r: usize) -> &[f32] {
-        &self.data[r * self.vocab..(r + 1) * self.vocab]
+        &self.data[(self.first + r) * self.vocab..][..self.vocab]
     }
 }
 
@@ -221,25 +228,22 @@ impl Model {
         qrows: &mut QuantizedRows,
     ) -> Result<Vec<Logits>, RuntimeError> {
         let (h, vocab) = (self.config.hidden, self.config.vocab);
-        let mut out: Vec<Logits> = inputs
+        let wanted: Vec<Range<usize>> = inputs
             .iter()
-            .map(|input| Logits {
-                vocab,
-                nodes: match &input.want {
-                    Want::All => (0..input.nodes.len()).collect(),
-                    Want::Last => input.nodes.len().checked_sub(1).into_iter().collect(),
-                    Want::None => Vec::new(),
-                },
-                data: Vec::new(),
+            .map(|input| {
+                let n = input.nodes.len();
+                match input.want {
+                    Want::All => 0..n,
+                    Want::Last => n.saturating_sub(1)..n,
+                    Want::None => n..n,
+                }
             })
             .collect();
-        let mut picked = Vec::new();
         let mut normed = Vec::new();
-        for (item, logits) in out.iter().enumerate() {
-            for &node in &logits.nodes {
+        for (rows, nodes) in input_rows.iter().zip(&wanted) {
+            for node in nodes.clone() {
                 // `Want` only names nodes of the input, so the row exists.
-                let r = input_rows[item].start + node;
-                picked.push(r);
+                let r = rows.start + node;
                 normed.resize(normed.len() + h, 0.0);
                 let len = normed.len();
                 ops::rms_norm(
@@ -250,22 +254,26 @@ impl Model {
                 );
             }
         }
-        if picked.is_empty() {
-            return Ok(out);
+        let picked = normed.len() / h;
+        let mut all = vec![0f32; picked * vocab];
+        if picked > 0 {
+            self.matmul(&self.weights.head, &normed, picked, qrows, &mut all)?;
         }
-        let mut all = vec![0f32; picked.len() * vocab];
-        self.matmul(&self.weights.head, &normed, picked.len(), qrows, &mut all)?;
-        if out.len() == 1 {
-            out[0].data = all;
-            return Ok(out);
-        }
-        let mut off = 0;
-        for logits in out.iter_mut() {
-            let len = logits.nodes.len() * vocab;
-            logits.data = all[off..off + len].to_vec();
-            off += len;
-        }
-        Ok(out)
+        let data = Arc::new(all);
+        let mut first = 0;
+        Ok(wanted
+            .into_iter()
+            .map(|nodes| {
+                let logits = Logits {
+                    vocab,
+                    first,
+                    data: Arc::clone(&data),
+                    nodes,
+                };
+                first += logits.nodes.len();
+                logits
+            })
+            .collect())
     }
 
     /// SwiGLU of every row, rows spread over the kernel threads (a few rows are not worth
