@@ -138,44 +138,44 @@ pub fn distribution(logits: &[f32], recent: &[u32], p: &SamplingParams) -> Vec<(
     cand
 }
 
-/// Weight floors tried in turn by [`nucleus`]; 0 keeps every candidate.
-const NUCLEUS_FLOORS: [f32; 3] = [1e-3, 1e-6, 0.0];
+/// Weight floors tried in turn by [`nucleus`] before it sorts every candidate.
+const NUCLEUS_FLOORS: [f32; 2] = [1e-3, 1e-6];
 
 /// The shortest prefix of `cand` sorted by `order` whose weights (relative to `sum`)
-/// reach `top_p`. Sorting the whole vocabulary for every token cost about a millisecond;
-/// the nucleus is nearly always among the few candidates within a factor 1000 of the
-/// most likely one (whose weight is 1), so only those are sorted, and the floor is lowered
-/// until they hold the nucleus. The prefix of the full sort is the sorted set of its
-/// members, so the result is the same as sorting everything.
+/// reach `top_p`, or all of them. Sorting the whole vocabulary for every token cost about
+/// a millisecond; the nucleus is nearly always among the few candidates within a factor
+/// 1000 of the most likely one (whose weight is 1), so only those are sorted, and the
+/// floor is lowered until they hold the nucleus. The prefix of the full sort is the sorted
+/// set of its members, so the result is the same as sorting everything.
 fn nucleus(
-    cand: Vec<(u32, f32)>,
+    mut cand: Vec<(u32, f32)>,
     sum: f64,
     top_p: f64,
     order: impl Fn(&(u32, f32), &(u32, f32)) -> std::cmp::Ordering + Copy,
 ) -> Vec<(u32, f32)> {
-    for floor in NUCLEUS_FLOORS {
-        let mut head: Vec<(u32, f32)> = if floor > 0.0 {
-            cand.iter().copied().filter(|c| c.1 >= floor).collect()
-        } else {
-            cand.clone()
-        };
-        head.sort_unstable_by(order);
+    let cut = |sorted: &[(u32, f32)]| {
         let mut acc = 0f64;
-        let cut = head.iter().position(|c| {
-            acc += c.1 as f64 / sum;
-            acc >= top_p
-        });
-        match cut {
-            Some(i) => {
-                head.truncate(i + 1);
-                return head;
-            }
-            // Everything is in the head and the mass still falls short (rounding): all.
-            None if head.len() == cand.len() => return head,
-            None => {}
+        sorted
+            .iter()
+            .position(|c| {
+                acc += c.1 as f64 / sum;
+                acc >= top_p
+            })
+            .map(|i| i + 1)
+    };
+    for floor in NUCLEUS_FLOORS {
+        let mut head: Vec<(u32, f32)> = cand.iter().copied().filter(|c| c.1 >= floor).collect();
+        head.sort_unstable_by(order);
+        if let Some(n) = cut(&head) {
+            head.truncate(n);
+            return head;
         }
     }
-    unreachable!("the last floor keeps every candidate")
+    cand.sort_unstable_by(order);
+    // The mass can fall short of top_p only by rounding: then every candidate is kept.
+    let n = cut(&cand).unwrap_or(cand.len());
+    cand.truncate(n);
+    cand
 }
 
 /// Draws from `dist` (as returned by [`distribution`]) with the uniform number `u`.
