@@ -333,7 +333,7 @@ impl Model {
         let mut blocks = Vec::new();
         for rows in input_rows {
             let per = if rows.len() <= ONE_BLOCK {
-                rows.len().max(1)
+                rows.len()
             } else {
                 (rows.len() * n_kv)
                     .div_ceil(4 * self.exec.threads())
@@ -455,10 +455,8 @@ impl Model {
         ops.weighted_sum(scores, stride, m, vg, hd, base, acc, hd);
         // Each row's own path: its value rows gathered, then the same in-order sums.
         for i in 0..n {
+            // Never empty: a path ends at its node.
             let path = path_of(i);
-            if path.is_empty() {
-                continue;
-            }
             pv.clear();
             for &p in path {
                 pv.extend_from_slice(&vg[(base + p) * hd..][..hd]);
