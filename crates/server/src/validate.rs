@@ -188,10 +188,11 @@ fn reject_unsupported(body: &RequestBody) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// The prompt's tokens; a token-id prompt is moved out of `body` (it can be large).
 fn prompt_tokens(
     fe: &Frontend,
     endpoint: Endpoint,
-    body: &RequestBody,
+    body: &mut RequestBody,
 ) -> Result<Vec<u32>, ApiError> {
     let tok = &fe.tokenizer;
     let encode = |text: &str, param| {
@@ -258,13 +259,13 @@ fn prompt_tokens(
             let one = || bad("prompt", "exactly one prompt per request is served");
             match body
                 .prompt
-                .as_ref()
+                .take()
                 .ok_or_else(|| bad("prompt", "`prompt` is required"))?
             {
-                PromptInput::Text(t) => encode(t, "prompt")?,
+                PromptInput::Text(t) => encode(&t, "prompt")?,
                 PromptInput::Texts(v) if v.len() == 1 => encode(&v[0], "prompt")?,
-                PromptInput::Tokens(ids) => ids.clone(),
-                PromptInput::TokenLists(v) if v.len() == 1 => v[0].clone(),
+                PromptInput::Tokens(ids) => ids,
+                PromptInput::TokenLists(mut v) if v.len() == 1 => v.swap_remove(0),
                 _ => return Err(one()),
             }
         }
@@ -344,7 +345,7 @@ fn sampling(body: &RequestBody) -> Result<SamplingParams, ApiError> {
 fn validate(
     fe: &Frontend,
     endpoint: Endpoint,
-    body: RequestBody,
+    mut body: RequestBody,
 ) -> Result<ValidRequest, ApiError> {
     let model = body
         .model
@@ -363,7 +364,7 @@ fn validate(
             "completions take `max_tokens`",
         ));
     }
-    let prompt = prompt_tokens(fe, endpoint, &body)?;
+    let prompt = prompt_tokens(fe, endpoint, &mut body)?;
     let sampling = sampling(&body)?;
     let room = fe.context_length.saturating_sub(prompt.len());
     let max_tokens = match body.max_completion_tokens.or(body.max_tokens) {
@@ -383,10 +384,10 @@ fn validate(
             limit: fe.context_length,
         });
     }
-    let stop = match &body.stop {
+    let stop = match body.stop.take() {
         None => Vec::new(),
-        Some(OneOrMany::One(s)) => vec![s.clone()],
-        Some(OneOrMany::Many(v)) if v.len() <= MAX_STOPS => v.clone(),
+        Some(OneOrMany::One(s)) => vec![s],
+        Some(OneOrMany::Many(v)) if v.len() <= MAX_STOPS => v,
         Some(OneOrMany::Many(v)) => {
             return Err(bad(
                 "stop",
