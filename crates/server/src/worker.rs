@@ -82,7 +82,6 @@ struct Active {
     gen: Generation<'static>,
     events: mpsc::UnboundedSender<Event>,
     arrived: Instant,
-    deadline: Instant,
     timed_out: bool,
     emitted: usize,
 }
@@ -119,13 +118,13 @@ fn run(
     loop {
         if active.is_empty() {
             match rx.blocking_recv() {
-                Some(job) => admit(&engine, trie, config, metrics, job, &mut active),
+                Some(job) => admit(&engine, trie, metrics, job, &mut active),
                 None => break,
             }
         }
         while active.len() < config.max_concurrent {
             match rx.try_recv() {
-                Ok(job) => admit(&engine, trie, config, metrics, job, &mut active),
+                Ok(job) => admit(&engine, trie, metrics, job, &mut active),
                 Err(_) => break,
             }
         }
@@ -134,7 +133,7 @@ fn run(
             // A closed channel means the client went away: free its cache now.
             if a.events.is_closed() {
                 a.gen.cancel();
-            } else if now >= a.deadline && !a.gen.is_finished() {
+            } else if now >= a.arrived + config.timeout && !a.gen.is_finished() {
                 a.gen.cancel();
                 a.timed_out = true;
             }
@@ -206,7 +205,6 @@ fn save_trie(trie: &Mutex<Trie>, config: &WorkerConfig) {
 fn admit(
     engine: &Engine<'_>,
     trie: &Arc<Mutex<Trie>>,
-    config: &WorkerConfig,
     metrics: &Metrics,
     job: Job,
     active: &mut Vec<Active>,
@@ -233,7 +231,6 @@ fn admit(
                 gen,
                 events: job.events,
                 arrived: job.arrived,
-                deadline: job.arrived + config.timeout,
                 timed_out: false,
                 emitted: 0,
             });
