@@ -15,12 +15,10 @@ pub enum ApiError {
         message: String,
         param: Option<&'static str>,
     },
-    #[error("the prompt has {prompt} tokens and max_tokens is {max_tokens}: together they exceed the model's context of {limit} tokens; shorten the prompt or lower max_tokens")]
-    ContextLength {
-        prompt: usize,
-        max_tokens: usize,
-        limit: usize,
-    },
+    /// The prompt and `max_tokens` do not fit the context (the engine's
+    /// `EngineError::ContextOverflow`, whose message says what to fix).
+    #[error(transparent)]
+    ContextLength(specdec_engine::EngineError),
     #[error("the model `{requested}` does not exist; this server serves `{served}`")]
     UnknownModel { requested: String, served: String },
     #[error("missing or wrong API key: send `Authorization: Bearer <key>`")]
@@ -51,7 +49,7 @@ impl ApiError {
 
     pub fn status(&self) -> StatusCode {
         match self {
-            ApiError::Malformed(_) | ApiError::Invalid { .. } | ApiError::ContextLength { .. } => {
+            ApiError::Malformed(_) | ApiError::Invalid { .. } | ApiError::ContextLength(_) => {
                 StatusCode::BAD_REQUEST
             }
             ApiError::UnknownModel { .. } | ApiError::NotFound(_) => StatusCode::NOT_FOUND,
@@ -70,7 +68,7 @@ impl ApiError {
         match self {
             ApiError::Malformed(_) | ApiError::Invalid { .. } => ("invalid_request_error", None),
             ApiError::TooLarge(_) => ("invalid_request_error", Some("request_too_large")),
-            ApiError::ContextLength { .. } => {
+            ApiError::ContextLength(_) => {
                 ("invalid_request_error", Some("context_length_exceeded"))
             }
             ApiError::UnknownModel { .. } => ("invalid_request_error", Some("model_not_found")),
@@ -89,7 +87,7 @@ impl ApiError {
         let (kind, code) = self.kind();
         let param = match self {
             ApiError::Invalid { param, .. } => *param,
-            ApiError::ContextLength { .. } => Some("messages"),
+            ApiError::ContextLength(_) => Some("messages"),
             ApiError::UnknownModel { .. } => Some("model"),
             _ => None,
         };
@@ -123,15 +121,7 @@ impl From<specdec_engine::EngineError> for ApiError {
                 message: m,
                 param: None,
             },
-            E::ContextOverflow {
-                prompt,
-                max_tokens,
-                limit,
-            } => ApiError::ContextLength {
-                prompt,
-                max_tokens,
-                limit,
-            },
+            e @ E::ContextOverflow { .. } => ApiError::ContextLength(e),
             other => ApiError::Internal(other.to_string()),
         }
     }

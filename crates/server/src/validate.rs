@@ -378,11 +378,12 @@ fn validate(
         None => room,
     };
     if max_tokens == 0 || max_tokens > room {
-        return Err(ApiError::ContextLength {
+        return Err(specdec_engine::EngineError::ContextOverflow {
             prompt: prompt.len(),
             max_tokens: max_tokens.max(1),
             limit: fe.context_length,
-        });
+        }
+        .into());
     }
     let stop = match body.stop.take() {
         None => Vec::new(),
