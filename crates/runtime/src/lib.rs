@@ -10,13 +10,16 @@ mod config;
 mod kv;
 mod model;
 mod ops;
+mod target;
 mod tree;
 mod weights;
 
 pub use config::{Arch, ModelConfig, RopeStyle};
 pub use kv::Sequence;
-pub use model::{Logits, Model, Node, SeqInput, Want};
+pub use model::{Logits, Model, SeqInput, Want};
 pub use specdec_kernels::{Executor, Isa};
+pub use specdec_tree::{Node, TokenTree};
+pub use target::Target;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {

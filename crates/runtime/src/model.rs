@@ -12,29 +12,8 @@ use crate::kv::Sequence;
 use crate::ops::{self, Rope};
 use crate::tree;
 use crate::weights::{self, Weights};
+use crate::Node;
 use crate::RuntimeError;
-
-/// One token to evaluate; `parent` indexes an earlier node of the same input, `None`
-/// meaning the node directly follows the sequence's committed tokens.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Node {
-    pub token: u32,
-    pub parent: Option<u32>,
-}
-
-impl Node {
-    /// `tokens` as one chain after the committed prefix.
-    pub fn chain(tokens: &[u32]) -> Vec<Node> {
-        tokens
-            .iter()
-            .enumerate()
-            .map(|(i, &token)| Node {
-                token,
-                parent: i.checked_sub(1).map(|p| p as u32),
-            })
-            .collect()
-    }
-}
 
 /// Which nodes of an input need logits.
 #[derive(Clone, Debug)]

@@ -1,0 +1,61 @@
+//! What a node carries besides its token.
+
+/// Where a node came from (acceptance is learned per source).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Source {
+    /// Not drafted: the pending token at a tree's root, or a prefill chunk's tokens.
+    Root,
+    /// The request's reference documents (LLMA).
+    Reference,
+    /// The request's own prompt (prompt lookup).
+    Prompt,
+    /// The output generated so far in this request.
+    Output,
+    /// The global trie of past prompts and outputs (Lookahead).
+    Trie,
+    /// A suffix structure over prompt, references and output.
+    Suffix,
+    /// A draft model.
+    Model,
+}
+
+impl Source {
+    pub fn name(self) -> &'static str {
+        match self {
+            Source::Root => "root",
+            Source::Reference => "reference",
+            Source::Prompt => "prompt",
+            Source::Output => "output",
+            Source::Trie => "trie",
+            Source::Suffix => "suffix",
+            Source::Model => "model",
+        }
+    }
+}
+
+/// Per-node metadata.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Meta {
+    pub source: Source,
+    /// The drafter's confidence in `[0, 1]`, higher is better (used to rank and trim).
+    pub score: f32,
+    /// The draft model's log-probability of the token, where a draft model proposed it
+    /// (relaxed and beam verification read it); `None` for draft-free sources.
+    pub logprob: Option<f32>,
+}
+
+impl Meta {
+    /// A drafted node from a draft-free source.
+    pub fn drafted(source: Source, score: f32) -> Self {
+        Meta {
+            source,
+            score,
+            logprob: None,
+        }
+    }
+
+    /// The root (pending token) or a prefill token: certain, not drafted.
+    pub fn root() -> Self {
+        Meta::drafted(Source::Root, 1.0)
+    }
+}
