@@ -6,16 +6,15 @@
 use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
-use specdec_engine::DraftMethod;
-use specdec_gguf::GgufFile;
+use specdec_engine::{DraftMethod, ModelMeta};
 use specdec_server::validate::{parse, Endpoint, Frontend};
 
 fn frontend() -> &'static Frontend {
     static F: OnceLock<Frontend> = OnceLock::new();
     F.get_or_init(|| {
         let path = specdec_model_store::resolve(None, true).expect("the default model");
-        let file = GgufFile::open(path).expect("model file");
-        Frontend::from_gguf(&file, "smol".into(), DraftMethod::Auto, 32).unwrap()
+        let meta = ModelMeta::open(&path).expect("model file");
+        Frontend::new(&meta, "smol".into(), DraftMethod::Auto, 32)
     })
 }
 

@@ -30,6 +30,10 @@ pub struct BenchArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
+    /// Records generated together, batched through the engine's scheduler (outputs are
+    /// the same at any concurrency).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=256))]
+    concurrency: u64,
     #[command(flatten)]
     sampling: SamplingArgs,
     #[command(flatten)]
@@ -75,6 +79,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
                 json: args.json,
                 sampling: args.sampling.params(),
                 drafting: args.drafting,
+                concurrency: args.concurrency as usize,
             })
         }
     }

@@ -1,12 +1,11 @@
 //! Loading what every command needs.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Args;
-use specdec_gguf::GgufFile;
-use specdec_runtime::{Executor, Model};
-use specdec_tokenizer::{ChatMessage, ChatTemplate, Tokenizer};
+use specdec_engine::{ChatMessage, ChatTemplate, Model, Tokenizer};
 
 #[derive(Args, Clone, Debug)]
 pub struct ModelArgs {
@@ -21,9 +20,9 @@ pub struct ModelArgs {
 
 pub struct Loaded {
     pub model: Model,
-    pub tokenizer: Tokenizer,
+    pub tokenizer: Arc<Tokenizer>,
     /// The file's template, or ChatML when it has none.
-    pub template: ChatTemplate,
+    pub template: Arc<ChatTemplate>,
 }
 
 pub fn model_path(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
@@ -32,16 +31,12 @@ pub fn model_path(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
 
 pub fn load(args: &ModelArgs) -> anyhow::Result<Loaded> {
     let path = model_path(args.model.as_deref())?;
-    let file = GgufFile::open(&path).with_context(|| format!("loading {}", path.display()))?;
-    let tokenizer =
-        Tokenizer::from_gguf(&file).with_context(|| format!("tokenizer of {}", path.display()))?;
-    let template = ChatTemplate::from_gguf_or_chatml(&file)?;
-    let model = Model::from_gguf(&file, Executor::new(args.threads.max(1)))
-        .with_context(|| format!("model {}", path.display()))?;
+    let l = specdec_engine::Loaded::open(&path, args.threads)
+        .with_context(|| format!("loading {}", path.display()))?;
     Ok(Loaded {
-        model,
-        tokenizer,
-        template,
+        model: l.model,
+        tokenizer: l.meta.tokenizer,
+        template: l.meta.template,
     })
 }
 

@@ -1,13 +1,10 @@
 //! Speculation options shared by `generate` and `bench`.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 
 use anyhow::Context;
 use clap::Args;
-use specdec_drafters::Trie;
-use specdec_engine::SpecStats;
-use specdec_tokenizer::Tokenizer;
+use specdec_engine::{PoolName, Pools, SpecStats, Tokenizer};
 
 #[derive(Args, Debug, Clone)]
 pub struct DraftArgs {
@@ -20,6 +17,16 @@ pub struct DraftArgs {
     /// Most draft nodes per step; the engine adapts below it.
     #[arg(long, default_value_t = 32)]
     pub budget: usize,
+    /// Draft from (and feed) this named pool's trie instead of the global one.
+    #[arg(long, value_parser = parse_pool)]
+    pub pool: Option<PoolName>,
+    /// Folder of the named pools (`NAME.trie` each), loaded when used and saved back.
+    #[arg(long)]
+    pub pools: Option<PathBuf>,
+}
+
+fn parse_pool(s: &str) -> Result<PoolName, String> {
+    PoolName::parse(s).map_err(|e| e.to_string())
 }
 
 impl DraftArgs {
@@ -34,20 +41,22 @@ impl DraftArgs {
             .collect()
     }
 
-    /// The trie from `--trie` if the file exists, else an empty one.
-    pub fn load_trie(&self) -> anyhow::Result<Arc<Mutex<Trie>>> {
+    /// The global trie from `--trie` (if the file exists, else empty) and the pools of
+    /// `--pools`; saved back to the same files.
+    pub fn pools(&self) -> anyhow::Result<Pools> {
         let path = self.trie.as_deref();
-        specdec_engine::load_trie(path)
-            .with_context(|| format!("loading trie {}", path.unwrap_or(Path::new("")).display()))
+        let trie = specdec_engine::load_trie(path)
+            .with_context(|| format!("loading trie {}", path.unwrap_or(Path::new("")).display()))?;
+        Ok(Pools::new(trie, self.trie.clone(), self.pools.clone()))
     }
+}
 
-    pub fn save_trie(&self, trie: &Arc<Mutex<Trie>>) -> anyhow::Result<()> {
-        if let Some(p) = &self.trie {
-            specdec_engine::save_trie(trie, p)
-                .with_context(|| format!("saving trie {}", p.display()))?;
-        }
-        Ok(())
+/// Saves what the engine's pools learned; a failed save is an error.
+pub fn save_pools(engine: &mut specdec_engine::Engine<'_>) -> anyhow::Result<()> {
+    for (path, result) in engine.save_drafting_state() {
+        result.with_context(|| format!("saving {}", path.display()))?;
     }
+    Ok(())
 }
 
 /// Speculation statistics as printed in JSON reports.

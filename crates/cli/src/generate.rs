@@ -6,10 +6,10 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Args;
 use serde::Serialize;
-use specdec_engine::{DraftMethod, Engine, GenerateRequest, SamplingParams};
+use specdec_engine::{DraftMethod, Engine, GenerateRequest, SamplingParams, Speculation};
 
 use crate::common::{self, ModelArgs};
-use crate::draft_args::{DraftArgs, SpecReport};
+use crate::draft_args::{save_pools, DraftArgs, SpecReport};
 
 #[derive(Args, Debug)]
 pub struct GenerateArgs {
@@ -93,6 +93,9 @@ struct Report {
     /// Completion tokens per second of decoding (prefill excluded).
     tokens_per_second: f64,
     draft_method: &'static str,
+    /// Whether a relaxed acceptance rule verified the drafts (else the output is plain
+    /// decoding's).
+    relaxed: bool,
     #[serde(flatten)]
     spec: SpecReport,
 }
@@ -109,19 +112,23 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
     let req = GenerateRequest {
         sampling: args.sampling.params(),
         stop: args.stop.clone(),
-        references: args.drafting.reference_tokens(&loaded.tokenizer)?,
-        max_draft: args.drafting.budget,
+        speculation: Speculation {
+            method: args.draft,
+            max_draft: args.drafting.budget,
+            references: args.drafting.reference_tokens(&loaded.tokenizer)?,
+            pool: args.drafting.pool.clone(),
+            ..Speculation::default()
+        },
         ..GenerateRequest::new(tokens, args.max_tokens)
     };
-    let trie = args.drafting.load_trie()?;
-    let mut drafter = args.draft.drafter(&trie);
-    let engine = Engine::new(&loaded.model, &loaded.tokenizer);
+    let mut engine =
+        Engine::new(&loaded.model, &loaded.tokenizer).with_pools(args.drafting.pools()?);
     let stdout = std::io::stdout();
     let out = if args.json {
-        engine.generate(&req, drafter.as_deref_mut(), &mut |_| true)?
+        engine.generate(&req, &mut |_| true)?
     } else {
         let mut lock = stdout.lock();
-        let out = engine.generate(&req, drafter.as_deref_mut(), &mut |t| {
+        let out = engine.generate(&req, &mut |t| {
             // A closed pipe (e.g. `| head`) ends generation instead of failing it.
             lock.write_all(t.as_bytes())
                 .and_then(|_| lock.flush())
@@ -130,7 +137,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
         let _ = writeln!(lock);
         out
     };
-    args.drafting.save_trie(&trie)?;
+    save_pools(&mut engine)?;
     if args.json {
         let decode = (out.elapsed - out.prefill_time).as_secs_f64();
         let report = Report {
@@ -148,6 +155,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
                 0.0
             },
             draft_method: args.draft.name(),
+            relaxed: out.relaxed,
             spec: SpecReport::new(&out.spec, out.completion_tokens),
         };
         println!("{}", serde_json::to_string(&report)?);

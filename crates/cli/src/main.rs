@@ -43,8 +43,25 @@ enum Command {
     },
 }
 
+/// Logs go to stderr, filtered by `RUST_LOG` (default: `info` for the server, `warn`
+/// otherwise, so generated text on stdout stays clean and failures are still heard).
+fn init_logging(command: &Command) {
+    let default = match command {
+        Command::Serve(_) => "info",
+        _ => "warn",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+}
+
 fn main() {
     let cli = Cli::parse();
+    init_logging(&cli.command);
     let result = match cli.command {
         Command::Generate(args) => generate::run(args),
         Command::Model { command } => model_cmd::run(command),

@@ -33,9 +33,14 @@ pub struct ServeArgs {
     /// Seconds a request may take, queueing included.
     #[arg(long, default_value_t = 600)]
     pub timeout: u64,
-    /// Trie file: loaded at start if present, saved at shutdown.
+    /// Trie file: loaded at start if present, saved every minute while it learns and at
+    /// shutdown.
     #[arg(long)]
     pub trie: Option<std::path::PathBuf>,
+    /// Folder of named drafting pools (`NAME.trie` each, chosen per request by
+    /// `speculation.pool`), loaded when first used and saved like the trie.
+    #[arg(long)]
+    pub pools: Option<std::path::PathBuf>,
     /// Draft method of requests that do not choose one.
     #[arg(long, default_value = "auto", value_parser = DraftMethod::parse)]
     pub draft: DraftMethod,
@@ -58,6 +63,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         max_queue: args.max_queue,
         timeout: Duration::from_secs(args.timeout.max(1)),
         trie: args.trie,
+        pools: args.pools,
         default_method: args.draft,
         default_max_draft: args.budget.min(specdec_server::validate::MAX_DRAFT_LIMIT),
         prefix_cache_bytes: args.prefix_cache_mib.saturating_mul(1 << 20),
@@ -75,9 +81,10 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         let addr = listener.local_addr()?;
         // Scripts and tests read this line to find the port.
         println!("specdec serving {model_id} on http://{addr}/v1");
+        tracing::info!("serving {model_id} on http://{addr}/v1");
         let shutdown = async {
             let _ = tokio::signal::ctrl_c().await;
-            eprintln!("shutting down: finishing requests in flight");
+            tracing::info!("shutting down: finishing requests in flight");
         };
         specdec_server::serve(listener, server, shutdown).await?;
         Ok(())

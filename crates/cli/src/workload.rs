@@ -2,10 +2,14 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::time::Instant;
 
 use anyhow::Context;
 use serde::Serialize;
-use specdec_engine::{DraftMethod, Engine, GenerateRequest, SamplingParams, SpecStats};
+use specdec_engine::{
+    DraftMethod, Engine, GenerateOutput, GenerateRequest, Outcome, PoolName, SamplingParams,
+    Scheduler, SpecStats, Speculation,
+};
 use specdec_runtime::{Node, SeqInput, Want};
 use specdec_workloads::{read_jsonl, Record};
 
@@ -20,6 +24,8 @@ pub struct Options {
     pub json: bool,
     pub sampling: SamplingParams,
     pub drafting: DraftArgs,
+    /// Records generated together through the engine's scheduler.
+    pub concurrency: usize,
 }
 
 #[derive(Serialize)]
@@ -61,11 +67,20 @@ struct SummaryRow {
     speedup_vs_none: f64,
     mean_accepted_length: f64,
     identical_records: usize,
+    /// Completion tokens per second of wall time with `concurrency` records in flight
+    /// (prefill included): the throughput a batch of clients sees.
+    aggregate_tokens_per_second: f64,
     accepted_by_position: Vec<usize>,
     accepted_by_source: BTreeMap<&'static str, usize>,
 }
 
-fn request(loaded: &Loaded, r: &Record, opts: &Options) -> anyhow::Result<GenerateRequest> {
+fn request(
+    loaded: &Loaded,
+    r: &Record,
+    opts: &Options,
+    method: DraftMethod,
+    pool: Option<PoolName>,
+) -> anyhow::Result<GenerateRequest> {
     let prompt = loaded.prompt_tokens(&r.prompt, r.chat, None)?;
     let references = r
         .references
@@ -74,10 +89,53 @@ fn request(loaded: &Loaded, r: &Record, opts: &Options) -> anyhow::Result<Genera
         .collect::<Result<_, _>>()?;
     Ok(GenerateRequest {
         sampling: opts.sampling.clone(),
-        references,
-        max_draft: opts.drafting.budget,
+        speculation: Speculation {
+            method,
+            max_draft: opts.drafting.budget,
+            references,
+            pool,
+            ..Speculation::default()
+        },
         ..GenerateRequest::new(prompt, r.max_tokens)
     })
+}
+
+/// Each method drafts from a pool of its own, so no method sees an answer another method
+/// produced for the same record.
+fn method_pool(m: DraftMethod) -> PoolName {
+    PoolName::parse(&format!("bench-{}", m.name())).expect("a valid pool name")
+}
+
+/// A record's place in the group being run; benchmark records are never cancelled.
+struct Slot(usize);
+
+impl specdec_engine::Job for Slot {}
+
+/// Runs `reqs` together through the scheduler; their outputs in order and the wall time.
+fn run_together(
+    sched: &mut Scheduler<'_, Slot>,
+    reqs: Vec<GenerateRequest>,
+) -> anyhow::Result<(Vec<GenerateOutput>, f64)> {
+    let t0 = Instant::now();
+    let n = reqs.len();
+    let mut outs: Vec<Option<GenerateOutput>> = (0..n).map(|_| None).collect();
+    for (i, req) in reqs.into_iter().enumerate() {
+        sched
+            .admit(req, Box::new(|_: &str| true), Slot(i), None)
+            .map_err(|(_, e)| e)?;
+    }
+    for f in sched.drain(&mut |_, _| {}) {
+        match f.outcome {
+            Outcome::Done(out) => outs[f.job.0] = Some(*out),
+            Outcome::Expired(_) => anyhow::bail!("a record ran past a deadline it did not have"),
+            Outcome::Failed(e) => return Err(e.into()),
+        }
+    }
+    let outs = outs
+        .into_iter()
+        .map(|o| o.expect("every record finished"))
+        .collect();
+    Ok((outs, t0.elapsed().as_secs_f64()))
 }
 
 /// Where `got` first differs from `plain`, with the target's top-2 logit gap there.
@@ -117,107 +175,141 @@ pub fn run(opts: &Options) -> anyhow::Result<()> {
     let mut methods = vec![DraftMethod::None];
     methods.extend(opts.methods.iter().filter(|m| **m != DraftMethod::None));
     let loaded = common::load(&opts.model)?;
-    // The engine keeps acceptance statistics per drafter, so no method's statistics size
-    // another's drafts.
-    let engine = Engine::new(&loaded.model, &loaded.tokenizer);
-    // Each method learns only from its own outputs, so no method sees an answer another
-    // method produced for the same record.
-    let base_trie = opts.drafting.load_trie()?;
+    // One engine for every method: it keeps acceptance statistics per drafter, so no
+    // method's statistics size another's drafts, and one measured cost curve.
+    let engine = Engine::new(&loaded.model, &loaded.tokenizer).with_pools(opts.drafting.pools()?);
+    let concurrency = opts.concurrency.max(1);
+    let mut sched: Scheduler<'_, Slot> = Scheduler::new(engine, concurrency);
     if let Some(warm) = &opts.warm {
         let recs = read_jsonl(warm)?;
         eprintln!("warming the trie with {} records ...", recs.len());
         for r in &recs {
-            let req = request(&loaded, r, opts)?;
-            let mut d = DraftMethod::Trie.drafter(&base_trie);
-            engine.generate(&req, d.as_deref_mut(), &mut |_| true)?;
+            let req = request(&loaded, r, opts, DraftMethod::Trie, None)?;
+            run_together(&mut sched, vec![req])?;
         }
     }
-    let snapshot = base_trie.lock().unwrap_or_else(|e| e.into_inner()).clone();
-    let tries: Vec<_> = methods
-        .iter()
-        .map(|_| std::sync::Arc::new(std::sync::Mutex::new(snapshot.clone())))
-        .collect();
+    let pools = sched.engine_mut().pools_mut();
+    let snapshot = pools
+        .global()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    for m in &methods {
+        pools.insert(method_pool(*m), snapshot.clone());
+    }
     let mut rows: Vec<(usize, RecordRow, SpecStats)> = Vec::new();
+    let mut wall = vec![0f64; methods.len()];
     let (mut oracle_tokens, mut oracle_steps) = (0, 0);
-    for (ri, r) in records.iter().enumerate() {
-        let req = request(&loaded, r, opts)?;
-        let mut plain: Option<Vec<u32>> = None;
+    let mut done = 0;
+    // Records `concurrency` at a time, every method on each group before the next.
+    for group in records.chunks(concurrency) {
+        let mut plain: Vec<Vec<u32>> = Vec::new();
         for (mi, m) in methods.iter().enumerate() {
-            let mut d = m.drafter(&tries[mi]);
-            let out = engine
-                .generate(&req, d.as_deref_mut(), &mut |_| true)
-                .with_context(|| format!("record {} with {}", r.id, m.name()))?;
-            let plain_ids = plain.get_or_insert_with(|| {
-                oracle_tokens += out.token_ids.len();
-                oracle_steps += crate::oracle::copy_steps(
-                    &req.prompt,
-                    &req.references,
-                    &out.token_ids,
-                    opts.drafting.budget,
-                );
-                out.token_ids.clone()
-            });
-            let first_divergence = divergence(&loaded, &req.prompt, plain_ids, &out.token_ids)?;
-            let decode_s = (out.elapsed - out.prefill_time).as_secs_f64();
-            let row = RecordRow {
-                id: r.id.clone(),
-                method: m.name(),
-                prompt_tokens: out.prompt_tokens,
-                completion_tokens: out.completion_tokens,
-                elapsed_ms: out.elapsed.as_secs_f64() * 1e3,
-                prefill_ms: out.prefill_time.as_secs_f64() * 1e3,
-                tokens_per_second: out.completion_tokens as f64 / decode_s.max(1e-9),
-                forward_passes: out.forward_passes,
-                mean_accepted_length: out.spec.mean_accepted_length(out.completion_tokens),
-                drafted_tokens: out.spec.drafted_tokens,
-                accepted_tokens: out.spec.accepted_tokens,
-                draft_ms: out.spec.draft_time.as_secs_f64() * 1e3,
-                identical_to_plain: first_divergence.is_none(),
-                first_divergence,
-                token_ids: out.token_ids,
-            };
-            if !opts.json {
-                eprintln!(
-                    "[{}/{}] {:<24} {:<10} {:>4} tok {:>7.1} tok/s  MAL {:.2}{}",
-                    ri + 1,
-                    records.len(),
-                    r.id,
-                    m.name(),
-                    row.completion_tokens,
-                    row.tokens_per_second,
-                    row.mean_accepted_length,
-                    if row.identical_to_plain {
-                        ""
-                    } else {
-                        "  DIFFERS"
-                    }
-                );
+            let reqs = group
+                .iter()
+                .map(|r| request(&loaded, r, opts, *m, Some(method_pool(*m))))
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            let prompts: Vec<Vec<u32>> = reqs.iter().map(|q| q.prompt.clone()).collect();
+            let references: Vec<Vec<Vec<u32>>> = reqs
+                .iter()
+                .map(|q| q.speculation.references.clone())
+                .collect();
+            let (outs, secs) = run_together(&mut sched, reqs)
+                .with_context(|| format!("records from {} with {}", group[0].id, m.name()))?;
+            wall[mi] += secs;
+            for (k, (r, out)) in group.iter().zip(outs).enumerate() {
+                if mi == 0 {
+                    oracle_tokens += out.token_ids.len();
+                    oracle_steps += crate::oracle::copy_steps(
+                        &prompts[k],
+                        &references[k],
+                        &out.token_ids,
+                        opts.drafting.budget,
+                    );
+                    plain.push(out.token_ids.clone());
+                }
+                let first_divergence = divergence(&loaded, &prompts[k], &plain[k], &out.token_ids)?;
+                let row = record_row(r, m.name(), &out, first_divergence);
+                if !opts.json {
+                    eprintln!(
+                        "[{}/{}] {:<24} {:<10} {:>4} tok {:>7.1} tok/s  MAL {:.2}{}",
+                        done + k + 1,
+                        records.len(),
+                        r.id,
+                        m.name(),
+                        row.completion_tokens,
+                        row.tokens_per_second,
+                        row.mean_accepted_length,
+                        if row.identical_to_plain {
+                            ""
+                        } else {
+                            "  DIFFERS"
+                        }
+                    );
+                }
+                rows.push((mi, row, out.spec));
             }
-            rows.push((mi, row, out.spec));
         }
+        done += group.len();
     }
-    let summary = summarize(&methods, &rows);
+    let summary = summarize(&methods, &rows, &wall);
     let oracle_mal = oracle_tokens as f64 / oracle_steps.max(1) as f64;
     if opts.json {
         let records: Vec<&RecordRow> = rows.iter().map(|(_, r, _)| r).collect();
         println!(
             "{}",
             serde_json::json!({ "records": records, "summary": summary,
+                "concurrency": concurrency,
                 "copy_oracle_mean_accepted_length": oracle_mal })
         );
     } else {
-        print_table(&summary);
+        print_table(&summary, concurrency);
         println!(
             "\ncopy oracle: always copying the longest true continuation found in the prompt, \
              references or output so far (at most {} tokens) gives MAL {oracle_mal:.2}",
             opts.drafting.budget
         );
     }
-    opts.drafting.save_trie(tries.last().expect("one method"))?;
+    if let Some(path) = &opts.drafting.trie {
+        let last = method_pool(*methods.last().expect("one method"));
+        let trie = sched.engine_mut().pools_mut().trie(Some(&last))?;
+        specdec_engine::save_trie(&trie, path)
+            .with_context(|| format!("saving trie {}", path.display()))?;
+    }
     Ok(())
 }
 
-fn summarize(methods: &[DraftMethod], rows: &[(usize, RecordRow, SpecStats)]) -> Vec<SummaryRow> {
+fn record_row(
+    r: &Record,
+    method: &'static str,
+    out: &GenerateOutput,
+    first_divergence: Option<Divergence>,
+) -> RecordRow {
+    let decode_s = (out.elapsed - out.prefill_time).as_secs_f64();
+    RecordRow {
+        id: r.id.clone(),
+        method,
+        prompt_tokens: out.prompt_tokens,
+        completion_tokens: out.completion_tokens,
+        elapsed_ms: out.elapsed.as_secs_f64() * 1e3,
+        prefill_ms: out.prefill_time.as_secs_f64() * 1e3,
+        tokens_per_second: out.completion_tokens as f64 / decode_s.max(1e-9),
+        forward_passes: out.forward_passes,
+        mean_accepted_length: out.spec.mean_accepted_length(out.completion_tokens),
+        drafted_tokens: out.spec.drafted_tokens,
+        accepted_tokens: out.spec.accepted_tokens,
+        draft_ms: out.spec.draft_time.as_secs_f64() * 1e3,
+        identical_to_plain: first_divergence.is_none(),
+        first_divergence,
+        token_ids: out.token_ids.clone(),
+    }
+}
+
+fn summarize(
+    methods: &[DraftMethod],
+    rows: &[(usize, RecordRow, SpecStats)],
+    wall: &[f64],
+) -> Vec<SummaryRow> {
     let mut out: Vec<SummaryRow> = Vec::new();
     for (mi, m) in methods.iter().enumerate() {
         let mine: Vec<_> = rows.iter().filter(|(i, _, _)| *i == mi).collect();
@@ -242,6 +334,7 @@ fn summarize(methods: &[DraftMethod], rows: &[(usize, RecordRow, SpecStats)]) ->
             speedup_vs_none: out.first().map_or(1.0, |none| tps / none.tokens_per_second),
             mean_accepted_length: spec.mean_accepted_length(tokens),
             identical_records: mine.iter().filter(|(_, r, _)| r.identical_to_plain).count(),
+            aggregate_tokens_per_second: tokens as f64 / wall[mi].max(1e-9),
             accepted_by_position: spec.accepted_by_position,
             accepted_by_source: spec.accepted_by_source,
         });
@@ -249,14 +342,22 @@ fn summarize(methods: &[DraftMethod], rows: &[(usize, RecordRow, SpecStats)]) ->
     out
 }
 
-fn print_table(summary: &[SummaryRow]) {
+fn print_table(summary: &[SummaryRow], concurrency: usize) {
     println!(
-        "{:<10} {:>7} {:>8} {:>10} {:>8} {:>8} {:>6} {:>10}",
-        "method", "records", "tokens", "decode_ms", "tok/s", "speedup", "MAL", "identical"
+        "{:<10} {:>7} {:>8} {:>10} {:>8} {:>8} {:>6} {:>10} {:>10}",
+        "method",
+        "records",
+        "tokens",
+        "decode_ms",
+        "tok/s",
+        "speedup",
+        "MAL",
+        "identical",
+        "aggr tok/s"
     );
     for s in summary {
         println!(
-            "{:<10} {:>7} {:>8} {:>10.0} {:>8.1} {:>7.2}x {:>6.2} {:>6}/{}",
+            "{:<10} {:>7} {:>8} {:>10.0} {:>8.1} {:>7.2}x {:>6.2} {:>6}/{} {:>10.1}",
             s.method,
             s.records,
             s.completion_tokens,
@@ -265,9 +366,11 @@ fn print_table(summary: &[SummaryRow]) {
             s.speedup_vs_none,
             s.mean_accepted_length,
             s.identical_records,
-            s.records
+            s.records,
+            s.aggregate_tokens_per_second
         );
     }
+    println!("(aggr tok/s: completion tokens per second of wall time, prefill included, {concurrency} record(s) in flight)");
     println!("\naccepted by position (steps whose accepted path reached depth d):");
     for s in summary.iter().skip(1) {
         let cells: Vec<String> = s

@@ -14,7 +14,7 @@ use specdec_tokenizer::{StreamDecoder, Tokenizer};
 use specdec_verify::{verify_strict, Rng, VerifyTree};
 
 use crate::budget::{BatchLoad, BudgetPolicy, CostModel};
-use crate::generate::{FinishReason, GenerateOutput, GenerateRequest};
+use crate::request::{FinishReason, GenerateOutput, GenerateRequest, Speculation};
 use crate::stats::SpecStats;
 use crate::stop::{StopEvent, StopMatcher};
 use crate::EngineError;
@@ -155,6 +155,11 @@ impl<'a> Generation<'a> {
         &self.context[self.req.prompt.len()..]
     }
 
+    /// How the request speculates.
+    pub fn speculation(&self) -> &Speculation {
+        &self.req.speculation
+    }
+
     /// Ends the generation before its next step (client gone, timeout).
     pub fn cancel(&mut self) {
         self.finish.get_or_insert(FinishReason::Cancelled);
@@ -190,6 +195,7 @@ impl<'a> Generation<'a> {
             elapsed: self.start.elapsed(),
             finish_reason: finish,
             spec: self.stats,
+            relaxed: self.req.speculation.acceptance.is_relaxed(),
         };
         (out, self.seq, learned)
     }
@@ -202,7 +208,7 @@ impl<'a> Generation<'a> {
     fn prefill_done(&mut self) {
         self.prefill_time = Some(self.start.elapsed());
         if let Some(d) = self.drafter.as_mut() {
-            d.begin(&self.req.prompt, &self.req.references);
+            d.begin(&self.req.prompt, &self.req.speculation.references);
         }
     }
 

@@ -1,19 +1,35 @@
-//! specdec's engine: the generation loop (plain or speculative), adaptive draft size,
-//! stop handling and statistics.
+//! specdec's engine: the generation loop (plain or speculative), the scheduler that
+//! batches requests, adaptive draft size, drafting pools, stop handling and statistics.
+//!
+//! Layering: the engine reaches the model only through [`Target`], drafters through the
+//! `Drafter` trait and verification through its pure functions; it alone commits to a
+//! sequence's cache.
 
 pub mod budget;
-mod generate;
+mod engine;
 mod generation;
+mod load;
 mod method;
+pub mod pools;
 pub mod prefix_cache;
+mod request;
+pub mod scheduler;
 pub mod stats;
 pub mod stop;
 
-pub use generate::{Engine, FinishReason, GenerateOutput, GenerateRequest};
+pub use engine::Engine;
 pub use generation::{Generation, Sink};
-pub use method::{load_trie, new_trie, save_trie, DraftMethod};
-pub use specdec_verify::{sampling, Rng, SamplingParams};
+pub use load::{Loaded, ModelMeta};
+pub use method::DraftMethod;
+pub use pools::{load_trie, new_trie, save_trie, PoolName, Pools};
+pub use request::{FinishReason, GenerateOutput, GenerateRequest, Speculation};
+pub use scheduler::{Finished, Job, Outcome, Scheduler};
+pub use specdec_runtime::{Model, ModelConfig, Target};
+pub use specdec_tokenizer::{ChatMessage, ChatTemplate, Tokenizer};
+pub use specdec_verify::{sampling, Acceptance, Rng, SamplingParams};
 pub use stats::SpecStats;
+
+use std::path::PathBuf;
 
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
@@ -29,4 +45,26 @@ pub enum EngineError {
         max_tokens: usize,
         limit: usize,
     },
+    #[error("could not load the model file {path}: {source}")]
+    ModelFile {
+        path: PathBuf,
+        source: specdec_runtime::RuntimeError,
+    },
+    #[error("could not read the tokenizer of {path}: {source}")]
+    ModelTokenizer {
+        path: PathBuf,
+        source: specdec_tokenizer::TokenizerError,
+    },
+    #[error("the trie file {path} could not be loaded: {source}")]
+    Trie {
+        path: PathBuf,
+        source: specdec_drafters::DraftError,
+    },
+    #[error("drafting pool `{pool}` could not be loaded: {source}")]
+    Pool {
+        pool: String,
+        source: specdec_drafters::DraftError,
+    },
+    #[error("the engine panicked: {0}")]
+    Panicked(String),
 }

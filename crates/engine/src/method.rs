@@ -1,10 +1,10 @@
-//! Draft methods by name, as the CLI, benchmarks and server select them.
+//! Draft methods by name, as the CLI, benchmarks and server select them. A method's name
+//! is its drafter's name, so acceptance learned under one is found under the other.
 
 use std::sync::{Arc, Mutex};
 
 use specdec_drafters::{
-    DraftError, Drafter, MixDrafter, ReferenceDrafter, SuffixDrafter, Trie, TrieConfig,
-    TrieDrafter, TrieDrafterConfig,
+    Drafter, MixDrafter, ReferenceDrafter, SuffixDrafter, Trie, TrieDrafter, TrieDrafterConfig,
 };
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -54,8 +54,8 @@ impl DraftMethod {
             })
     }
 
-    /// A drafter for one request; `trie` is the process-wide trie the trie-based methods
-    /// read and feed.
+    /// A drafter for one request; `trie` is the trie (global or a pool's) the trie-based
+    /// methods read and feed.
     pub fn drafter(self, trie: &Arc<Mutex<Trie>>) -> Option<Box<dyn Drafter>> {
         match self {
             DraftMethod::None => None,
@@ -69,24 +69,24 @@ impl DraftMethod {
             DraftMethod::Auto => Some(Box::new(MixDrafter::auto(Some(trie.clone())))),
         }
     }
-}
 
-/// The trie saved at `path` if that file exists, else an empty one (a process's first run).
-pub fn load_trie(path: Option<&std::path::Path>) -> Result<Arc<Mutex<Trie>>, DraftError> {
-    match path {
-        Some(p) if p.exists() => Ok(Arc::new(Mutex::new(Trie::load(p)?))),
-        _ => Ok(new_trie()),
+    /// Whether the method's drafter reads and feeds a trie.
+    pub fn uses_trie(self) -> bool {
+        matches!(self, DraftMethod::Trie | DraftMethod::Auto)
     }
 }
 
-/// Saves `trie` to `path` (atomically; see `Trie::save`), waiting for drafters using it.
-pub fn save_trie(trie: &Mutex<Trie>, path: &std::path::Path) -> Result<(), DraftError> {
-    trie.lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .save(path)
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// An empty trie with default limits.
-pub fn new_trie() -> Arc<Mutex<Trie>> {
-    Arc::new(Mutex::new(Trie::new(TrieConfig::default())))
+    #[test]
+    fn a_method_and_its_drafter_carry_one_name() {
+        let trie = crate::pools::new_trie();
+        for m in DraftMethod::ALL {
+            let name = m.drafter(&trie).map_or("none", |d| d.name());
+            assert_eq!(name, m.name());
+            assert_eq!(DraftMethod::parse(m.name()), Ok(m));
+        }
+    }
 }

@@ -9,7 +9,7 @@ use specdec_engine::{new_trie, DraftMethod, Engine, GenerateRequest, SamplingPar
 #[test]
 fn batched_generations_equal_each_alone() {
     let f = fixture();
-    let engine = Engine::new(&f.model, &f.tokenizer);
+    let mut engine = Engine::new(&f.model, &f.tokenizer);
     let trie = new_trie();
     let long = "Summarize: ".to_string() + &"The river flows to the sea. ".repeat(40);
     let cases = [
@@ -39,14 +39,16 @@ fn batched_generations_equal_each_alone() {
         .collect();
     let alone: Vec<Vec<u32>> = reqs
         .iter()
-        .map(|(req, _)| engine.generate(req, None, &mut |_| true).unwrap().token_ids)
+        .map(|(req, _)| engine.generate(req, &mut |_| true).unwrap().token_ids)
         .collect();
 
     let mut gens: Vec<_> = reqs
         .iter()
         .map(|(req, m)| {
             let d = m.drafter(&trie).map(|d| d as Box<_>);
-            engine.start(req.clone(), d, Box::new(|_| true)).unwrap()
+            engine
+                .start_with(req.clone(), d, Box::new(|_| true))
+                .unwrap()
         })
         .collect();
     // The last request joins after a few steps, as a server admits requests mid-flight.
@@ -70,11 +72,11 @@ fn batched_generations_equal_each_alone() {
 #[test]
 fn a_cancelled_generation_stops_and_reports_it() {
     let f = fixture();
-    let engine = Engine::new(&f.model, &f.tokenizer);
+    let mut engine = Engine::new(&f.model, &f.tokenizer);
     let mut seen = 0;
     let req = GenerateRequest::new(chat(f, "Tell me a long story."), 100);
     let out = engine
-        .generate(&req, None, &mut |_| {
+        .generate(&req, &mut |_| {
             seen += 1;
             seen < 3
         })

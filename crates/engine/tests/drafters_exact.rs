@@ -32,7 +32,7 @@ fn cases() -> Vec<(String, Vec<String>)> {
 #[test]
 fn every_draft_method_equals_plain_greedy_and_sampled() {
     let f = fixture();
-    let engine = Engine::new(&f.model, &f.tokenizer);
+    let mut engine = Engine::new(&f.model, &f.tokenizer);
     let trie = new_trie();
     let samplings = [
         SamplingParams::default(),
@@ -46,19 +46,19 @@ fn every_draft_method_equals_plain_greedy_and_sampled() {
     for (prompt, refs) in cases() {
         let prompt_tokens = chat(f, &prompt);
         for sampling in &samplings {
-            let req = GenerateRequest {
+            let mut req = GenerateRequest {
                 sampling: sampling.clone(),
-                references: refs
-                    .iter()
-                    .map(|r| f.tokenizer.encode(r, false).unwrap())
-                    .collect(),
                 ..GenerateRequest::new(prompt_tokens.clone(), 40)
             };
-            let plain = engine.generate(&req, None, &mut |_| true).unwrap();
+            req.speculation.references = refs
+                .iter()
+                .map(|r| f.tokenizer.encode(r, false).unwrap())
+                .collect();
+            let plain = engine.generate(&req, &mut |_| true).unwrap();
             for m in DraftMethod::ALL.into_iter().skip(1) {
                 let mut d = m.drafter(&trie);
                 let out = engine
-                    .generate(&req, d.as_deref_mut(), &mut |_| true)
+                    .generate_with(&req, d.as_deref_mut(), &mut |_| true)
                     .unwrap();
                 assert_eq!(
                     out.token_ids,
@@ -76,17 +76,17 @@ fn every_draft_method_equals_plain_greedy_and_sampled() {
 #[test]
 fn copying_prompts_are_decoded_in_fewer_forwards() {
     let f = fixture();
-    let engine = Engine::new(&f.model, &f.tokenizer);
+    let mut engine = Engine::new(&f.model, &f.tokenizer);
     let (prompt, refs) = cases().remove(2);
     let mut req = GenerateRequest::new(chat(f, &prompt), 40);
-    req.references = refs
+    req.speculation.references = refs
         .iter()
         .map(|r| f.tokenizer.encode(r, false).unwrap())
         .collect();
-    let plain = engine.generate(&req, None, &mut |_| true).unwrap();
+    let plain = engine.generate(&req, &mut |_| true).unwrap();
     let mut d = DraftMethod::Auto.drafter(&new_trie());
     let spec = engine
-        .generate(&req, d.as_deref_mut(), &mut |_| true)
+        .generate_with(&req, d.as_deref_mut(), &mut |_| true)
         .unwrap();
     assert_eq!(spec.token_ids, plain.token_ids);
     assert!(

@@ -12,14 +12,14 @@ fn request(prompt: Vec<u32>, max_tokens: usize) -> GenerateRequest {
 #[test]
 fn greedy_answers_a_factual_question_and_stops_at_end_of_turn() {
     let f = fixture();
-    let engine = Engine::new(&f.model, &f.tokenizer);
+    let mut engine = Engine::new(&f.model, &f.tokenizer);
     let req = request(
         chat(f, "What is the capital of France? Answer in one sentence."),
         64,
     );
     let mut streamed = String::new();
     let out = engine
-        .generate(&req, None, &mut |t| {
+        .generate(&req, &mut |t| {
             streamed.push_str(t);
             true
         })
@@ -38,10 +38,10 @@ fn greedy_answers_a_factual_question_and_stops_at_end_of_turn() {
 #[test]
 fn greedy_is_deterministic_and_max_tokens_is_honoured() {
     let f = fixture();
-    let engine = Engine::new(&f.model, &f.tokenizer);
+    let mut engine = Engine::new(&f.model, &f.tokenizer);
     let req = request(chat(f, "Write a poem about the sea."), 24);
-    let a = engine.generate(&req, None, &mut |_| true).unwrap();
-    let b = engine.generate(&req, None, &mut |_| true).unwrap();
+    let a = engine.generate(&req, &mut |_| true).unwrap();
+    let b = engine.generate(&req, &mut |_| true).unwrap();
     assert_eq!(a.token_ids, b.token_ids);
     assert_eq!(a.completion_tokens, 24);
     assert_eq!(a.finish_reason, FinishReason::Length);
@@ -50,7 +50,7 @@ fn greedy_is_deterministic_and_max_tokens_is_honoured() {
 #[test]
 fn seeded_sampling_reproduces_and_seeds_differ() {
     let f = fixture();
-    let engine = Engine::new(&f.model, &f.tokenizer);
+    let mut engine = Engine::new(&f.model, &f.tokenizer);
     let mut req = request(chat(f, "Tell me a story about a dragon."), 32);
     req.sampling = SamplingParams {
         temperature: 1.0,
@@ -59,25 +59,25 @@ fn seeded_sampling_reproduces_and_seeds_differ() {
         seed: 11,
         ..SamplingParams::default()
     };
-    let a = engine.generate(&req, None, &mut |_| true).unwrap();
-    let b = engine.generate(&req, None, &mut |_| true).unwrap();
+    let a = engine.generate(&req, &mut |_| true).unwrap();
+    let b = engine.generate(&req, &mut |_| true).unwrap();
     assert_eq!(a.token_ids, b.token_ids);
     req.sampling.seed = 12;
-    let c = engine.generate(&req, None, &mut |_| true).unwrap();
+    let c = engine.generate(&req, &mut |_| true).unwrap();
     assert_ne!(a.token_ids, c.token_ids);
 }
 
 #[test]
 fn a_stop_string_ends_generation_and_is_not_emitted() {
     let f = fixture();
-    let engine = Engine::new(&f.model, &f.tokenizer);
+    let mut engine = Engine::new(&f.model, &f.tokenizer);
     let mut req = request(chat(f, "Count from 1 to 20, separated by commas."), 80);
-    let full = engine.generate(&req, None, &mut |_| true).unwrap();
+    let full = engine.generate(&req, &mut |_| true).unwrap();
     assert!(full.text.contains('5'), "{}", full.text);
     req.stop = vec!["5".into()];
     let mut streamed = String::new();
     let out = engine
-        .generate(&req, None, &mut |t| {
+        .generate(&req, &mut |t| {
             streamed.push_str(t);
             true
         })
@@ -90,9 +90,9 @@ fn a_stop_string_ends_generation_and_is_not_emitted() {
 #[test]
 fn a_sink_that_refuses_cancels() {
     let f = fixture();
-    let engine = Engine::new(&f.model, &f.tokenizer);
+    let mut engine = Engine::new(&f.model, &f.tokenizer);
     let req = request(chat(f, "Write a long essay about rivers."), 100);
-    let out = engine.generate(&req, None, &mut |_| false).unwrap();
+    let out = engine.generate(&req, &mut |_| false).unwrap();
     assert_eq!(out.finish_reason, FinishReason::Cancelled);
     assert!(out.completion_tokens < 100);
 }
@@ -100,19 +100,19 @@ fn a_sink_that_refuses_cancels() {
 #[test]
 fn bad_requests_are_clear_errors() {
     let f = fixture();
-    let engine = Engine::new(&f.model, &f.tokenizer);
+    let mut engine = Engine::new(&f.model, &f.tokenizer);
     let err = engine
-        .generate(&request(vec![], 8), None, &mut |_| true)
+        .generate(&request(vec![], 8), &mut |_| true)
         .unwrap_err();
     assert!(err.to_string().contains("empty"), "{err}");
     let ctx = f.model.config().context_length;
     let err = engine
-        .generate(&request(vec![1; ctx], 8), None, &mut |_| true)
+        .generate(&request(vec![1; ctx], 8), &mut |_| true)
         .unwrap_err();
     assert!(matches!(err, EngineError::ContextOverflow { .. }), "{err}");
     assert!(err.to_string().contains("context"), "{err}");
     let mut req = request(vec![1, 2, 3], 8);
     req.sampling.temperature = f32::NAN;
-    let err = engine.generate(&req, None, &mut |_| true).unwrap_err();
+    let err = engine.generate(&req, &mut |_| true).unwrap_err();
     assert!(err.to_string().contains("temperature"), "{err}");
 }

@@ -75,12 +75,12 @@ impl Drafter for Scripted {
 
 fn check(prompt: &str, sampling: SamplingParams, p_right: f64) {
     let f = fixture();
-    let engine = Engine::new(&f.model, &f.tokenizer);
+    let mut engine = Engine::new(&f.model, &f.tokenizer);
     let req = GenerateRequest {
         sampling,
         ..GenerateRequest::new(chat(f, prompt), 48)
     };
-    let plain = engine.generate(&req, None, &mut |_| true).unwrap();
+    let plain = engine.generate(&req, &mut |_| true).unwrap();
     let mut drafter = Scripted {
         answer: plain.token_ids.clone(),
         prompt_len: 0,
@@ -89,7 +89,7 @@ fn check(prompt: &str, sampling: SamplingParams, p_right: f64) {
     };
     let mut streamed = String::new();
     let spec = engine
-        .generate(&req, Some(&mut drafter), &mut |t| {
+        .generate_with(&req, Some(&mut drafter), &mut |t| {
             streamed.push_str(t);
             true
         })

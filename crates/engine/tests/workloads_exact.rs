@@ -24,14 +24,12 @@ fn requests() -> Vec<(String, GenerateRequest)> {
         assert_eq!(records.len(), PER_KIND, "{}", kind.name());
         for r in records {
             assert!(r.chat);
-            let req = GenerateRequest {
-                references: r
-                    .references
-                    .iter()
-                    .map(|t| f.tokenizer.encode(t, false).unwrap())
-                    .collect(),
-                ..GenerateRequest::new(chat(f, &r.prompt), MAX_TOKENS)
-            };
+            let mut req = GenerateRequest::new(chat(f, &r.prompt), MAX_TOKENS);
+            req.speculation.references = r
+                .references
+                .iter()
+                .map(|t| f.tokenizer.encode(t, false).unwrap())
+                .collect();
             out.push((r.id, req));
         }
     }
@@ -40,7 +38,7 @@ fn requests() -> Vec<(String, GenerateRequest)> {
 
 /// Runs `reqs` together with `method`, one drafter per request, all sharing one trie.
 fn run_batched(
-    engine: &Engine<'_>,
+    engine: &mut Engine<'_>,
     reqs: &[GenerateRequest],
     method: DraftMethod,
 ) -> Vec<Vec<u32>> {
@@ -49,7 +47,7 @@ fn run_batched(
         .iter()
         .map(|r| {
             let d = method.drafter(&trie);
-            engine.start(r.clone(), d, Box::new(|_| true)).unwrap()
+            engine.start_with(r.clone(), d, Box::new(|_| true)).unwrap()
         })
         .collect();
     // A few at a time, as a server with a concurrency limit would.
@@ -67,7 +65,7 @@ fn run_batched(
 #[test]
 fn every_method_equals_plain_on_workload_prompts_greedy_and_seeded() {
     let f = fixture();
-    let engine = Engine::new(&f.model, &f.tokenizer);
+    let mut engine = Engine::new(&f.model, &f.tokenizer);
     let base = requests();
     assert!(base.len() >= 20);
     let samplings = [
@@ -87,9 +85,9 @@ fn every_method_equals_plain_on_workload_prompts_greedy_and_seeded() {
                 ..r.clone()
             })
             .collect();
-        let plain = run_batched(&engine, &reqs, DraftMethod::None);
+        let plain = run_batched(&mut engine, &reqs, DraftMethod::None);
         for method in DraftMethod::ALL.into_iter().skip(1) {
-            let got = run_batched(&engine, &reqs, method);
+            let got = run_batched(&mut engine, &reqs, method);
             for (i, (id, _)) in base.iter().enumerate() {
                 assert_eq!(
                     got[i],

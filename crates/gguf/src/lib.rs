@@ -1,4 +1,4 @@
-//! GGUF reader for specdec.
+//! GGUF reader and writer for specdec.
 //!
 //! We parse the header ourselves rather than through candle because model files are untrusted
 //! input: every length and count is bounded by the bytes actually present, so a truncated or
@@ -8,6 +8,7 @@ mod dequant;
 mod file;
 mod types;
 mod value;
+pub mod write;
 
 pub use dequant::dequantize;
 pub use file::{GgufFile, TensorInfo};

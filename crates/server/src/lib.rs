@@ -18,9 +18,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use specdec_engine::{load_trie, DraftMethod};
-use specdec_gguf::GgufFile;
-use specdec_runtime::{Executor, Model};
+use specdec_engine::{load_trie, DraftMethod, EngineError, Loaded, Pools};
 
 pub use error::ApiError;
 pub use routes::router;
@@ -32,20 +30,8 @@ pub const MAX_BODY_BYTES: usize = 32 << 20;
 /// Errors starting the server.
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
-    #[error("could not read the model file {path}: {source}")]
-    ModelFile {
-        path: PathBuf,
-        source: specdec_gguf::GgufError,
-    },
     #[error(transparent)]
-    Runtime(#[from] specdec_runtime::RuntimeError),
-    #[error(transparent)]
-    Tokenizer(#[from] specdec_tokenizer::TokenizerError),
-    #[error("the trie file {path} could not be loaded: {source}")]
-    Trie {
-        path: PathBuf,
-        source: specdec_drafters::DraftError,
-    },
+    Engine(#[from] EngineError),
     #[error("could not start the engine thread: {0}")]
     Thread(std::io::Error),
     #[error("invalid setting: {0}")]
@@ -64,6 +50,8 @@ pub struct ServerConfig {
     pub max_queue: usize,
     pub timeout: Duration,
     pub trie: Option<PathBuf>,
+    /// Folder of the named drafting pools (`NAME.trie` each; none: pools live in memory).
+    pub pools: Option<PathBuf>,
     pub default_method: DraftMethod,
     pub default_max_draft: usize,
     /// Memory for finished requests' KV caches reused by requests sharing a prefix
@@ -101,31 +89,32 @@ impl Server {
                 "--max-concurrent and --max-queue must be at least 1".into(),
             ));
         }
-        let file = GgufFile::open(&config.model).map_err(|source| ServerError::ModelFile {
-            path: config.model.clone(),
-            source,
-        })?;
+        let loaded = Loaded::open(&config.model, config.threads)?;
         let id = config
             .model_id
             .clone()
             .unwrap_or_else(|| model_id(&config.model));
-        let frontend =
-            Frontend::from_gguf(&file, id, config.default_method, config.default_max_draft)?;
-        let model = Arc::new(Model::from_gguf(&file, Executor::new(config.threads))?);
-        let trie = load_trie(config.trie.as_deref()).map_err(|source| ServerError::Trie {
+        let frontend = Frontend::new(
+            &loaded.meta,
+            id,
+            config.default_method,
+            config.default_max_draft,
+        );
+        let trie = load_trie(config.trie.as_deref()).map_err(|source| EngineError::Trie {
             path: config.trie.clone().unwrap_or_default(),
             source,
         })?;
+        let pools = Pools::new(trie, config.trie.clone(), config.pools.clone());
+        let model = Arc::new(loaded.model);
         let metrics = Arc::new(metrics::Metrics::new(&frontend.model_id));
         let (queue, rx) = worker::Queue::new(config.max_queue, metrics.clone());
         let engine = worker::spawn(
             model,
             frontend.tokenizer.clone(),
-            trie,
+            pools,
             worker::WorkerConfig {
                 max_concurrent: config.max_concurrent,
                 timeout: config.timeout,
-                trie_file: config.trie.clone(),
                 prefix_cache_bytes: config.prefix_cache_bytes,
             },
             metrics.clone(),

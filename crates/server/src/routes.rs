@@ -103,6 +103,8 @@ struct Meta {
     model: String,
     endpoint: Endpoint,
     method: DraftMethod,
+    /// Whether a relaxed acceptance rule verifies this request's drafts.
+    relaxed: bool,
     include_usage: bool,
     prediction: Option<Vec<u32>>,
 }
@@ -135,7 +137,6 @@ fn enqueue(
     })?;
     let ValidRequest {
         gen,
-        method,
         stream,
         include_usage,
         prediction,
@@ -150,14 +151,14 @@ fn enqueue(
         created: unix_now(),
         model: s.frontend.model_id.clone(),
         endpoint,
-        method,
+        method: gen.speculation.method,
+        relaxed: gen.speculation.acceptance.is_relaxed(),
         include_usage,
         prediction,
     };
     let (tx, rx) = mpsc::unbounded_channel();
     s.queue.submit(Job {
         gen,
-        method,
         stream,
         events: tx,
         arrived: Instant::now(),
@@ -204,7 +205,7 @@ fn usage(meta: &Meta, out: &GenerateOutput) -> Usage {
 fn report(meta: &Meta, out: &GenerateOutput) -> SpeculationReport {
     SpeculationReport {
         method: meta.method.name(),
-        relaxed: false,
+        relaxed: meta.relaxed,
         drafted_tokens: out.spec.drafted_tokens,
         accepted_tokens: out.spec.accepted_tokens,
         mean_accepted_length: out.spec.mean_accepted_length(out.completion_tokens),

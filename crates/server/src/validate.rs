@@ -4,8 +4,10 @@
 use std::sync::Arc;
 
 use serde_json::Value;
-use specdec_engine::{DraftMethod, GenerateRequest, SamplingParams};
-use specdec_tokenizer::{ChatMessage, ChatTemplate, Tokenizer};
+use specdec_engine::{
+    ChatMessage, ChatTemplate, DraftMethod, GenerateRequest, ModelMeta, SamplingParams,
+    Speculation, Tokenizer,
+};
 
 use crate::api::{Content, OneOrMany, PromptInput, RequestBody};
 use crate::error::ApiError;
@@ -32,21 +34,21 @@ pub struct Frontend {
 }
 
 impl Frontend {
-    /// The edge of a server for the model in `file`.
-    pub fn from_gguf(
-        file: &specdec_gguf::GgufFile,
+    /// The edge of a server for the model `meta` describes.
+    pub fn new(
+        meta: &ModelMeta,
         model_id: String,
         default_method: DraftMethod,
         default_max_draft: usize,
-    ) -> Result<Frontend, crate::ServerError> {
-        Ok(Frontend {
+    ) -> Frontend {
+        Frontend {
             model_id,
-            context_length: specdec_runtime::ModelConfig::from_gguf(file)?.context_length,
-            tokenizer: Arc::new(Tokenizer::from_gguf(file)?),
-            template: Arc::new(ChatTemplate::from_gguf_or_chatml(file)?),
+            context_length: meta.config.context_length,
+            tokenizer: meta.tokenizer.clone(),
+            template: meta.template.clone(),
             default_method,
             default_max_draft,
-        })
+        }
     }
 }
 
@@ -54,7 +56,6 @@ impl Frontend {
 #[derive(Debug)]
 pub struct ValidRequest {
     pub gen: GenerateRequest,
-    pub method: DraftMethod,
     pub stream: bool,
     pub include_usage: bool,
     /// The `prediction`'s tokens, when one was given.
@@ -455,10 +456,13 @@ fn validate(
             max_tokens,
             sampling,
             stop,
-            references,
-            max_draft,
+            speculation: Speculation {
+                method,
+                max_draft,
+                references,
+                ..Speculation::default()
+            },
         },
-        method,
         stream,
         include_usage,
         prediction,

@@ -1,16 +1,16 @@
 //! The engine thread: the model runs here and nowhere else. Requests arrive through a
-//! bounded queue; up to `max_concurrent` are generated together, their prefill chunks and
-//! verify steps batched into one forward per step. Handlers only wait on channels.
+//! bounded queue and are handed to the engine's scheduler, which batches up to
+//! `max_concurrent` of them into one forward per step. This module only moves jobs in,
+//! events out, and keeps the metrics; handlers only wait on channels.
 
-use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use specdec_drafters::Trie;
-use specdec_engine::{DraftMethod, Engine, GenerateOutput, GenerateRequest, Generation, Sink};
-use specdec_runtime::Model;
-use specdec_tokenizer::Tokenizer;
+use specdec_engine::scheduler::Progress;
+use specdec_engine::{
+    Engine, GenerateOutput, GenerateRequest, Model, Outcome, Pools, Scheduler, Sink, SpecStats,
+    Tokenizer,
+};
 use tokio::sync::mpsc;
 
 use crate::error::ApiError;
@@ -26,19 +26,29 @@ pub enum Event {
 
 pub struct Job {
     pub gen: GenerateRequest,
-    pub method: DraftMethod,
     /// Whether the client reads the text as it comes (SSE).
     pub stream: bool,
     pub events: mpsc::UnboundedSender<Event>,
     pub arrived: Instant,
 }
 
+/// What the scheduler keeps of a job while it runs.
+struct Running {
+    events: mpsc::UnboundedSender<Event>,
+    arrived: Instant,
+}
+
+impl specdec_engine::Job for Running {
+    /// A closed channel means the client went away: free its cache now.
+    fn is_cancelled(&self) -> bool {
+        self.events.is_closed()
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct WorkerConfig {
     pub max_concurrent: usize,
     pub timeout: Duration,
-    /// Where the trie is saved when the engine stops.
-    pub trie_file: Option<PathBuf>,
     pub prefix_cache_bytes: usize,
 }
 
@@ -78,145 +88,97 @@ impl Queue {
     }
 }
 
-struct Active {
-    gen: Generation<'static>,
-    events: mpsc::UnboundedSender<Event>,
-    arrived: Instant,
-    timed_out: bool,
-    emitted: usize,
-}
+/// How often drafting state that learned from finished requests is saved while serving.
+const SAVE_EVERY: Duration = Duration::from_secs(60);
 
 /// Starts the engine thread; it ends when every [`Queue`] is dropped and the work in
-/// flight is done.
+/// flight is done, after saving the drafting state.
 pub fn spawn(
     model: Arc<Model>,
     tokenizer: Arc<Tokenizer>,
-    trie: Arc<Mutex<Trie>>,
+    pools: Pools,
     config: WorkerConfig,
     metrics: Arc<Metrics>,
     rx: mpsc::Receiver<Job>,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
     std::thread::Builder::new()
         .name("specdec-engine".into())
-        .spawn(move || run(&model, &tokenizer, &trie, &config, &metrics, rx))
+        .spawn(move || {
+            let mut engine = Engine::new(model.as_ref(), &tokenizer).with_pools(pools);
+            if config.prefix_cache_bytes > 0 {
+                engine = engine.with_prefix_cache(config.prefix_cache_bytes);
+            }
+            let mut scheduler =
+                Scheduler::new(engine, config.max_concurrent).saving_every(SAVE_EVERY);
+            run(&mut scheduler, &config, &metrics, rx);
+            // The global trie is written at exit even if unchanged, so the file `--trie`
+            // names exists after the first run.
+            let engine = scheduler.engine_mut();
+            engine.pools_mut().mark_dirty(None);
+            engine.save_drafting_state();
+        })
 }
 
 fn run(
-    model: &Model,
-    tokenizer: &Tokenizer,
-    trie: &Arc<Mutex<Trie>>,
+    scheduler: &mut Scheduler<'_, Running>,
     config: &WorkerConfig,
     metrics: &Metrics,
     mut rx: mpsc::Receiver<Job>,
 ) {
-    let mut engine = Engine::new(model, tokenizer);
-    if config.prefix_cache_bytes > 0 {
-        engine = engine.with_prefix_cache(config.prefix_cache_bytes);
-    }
-    let mut active: Vec<Active> = Vec::new();
-    let (mut last_save, mut unsaved) = (Instant::now(), 0usize);
+    let mut progress = |r: &Running, p: Progress| {
+        if p.first {
+            metrics.first_token(r.arrived.elapsed());
+        }
+        metrics.step(p.new_tokens);
+    };
     loop {
-        if active.is_empty() {
+        if scheduler.is_idle() {
             match rx.blocking_recv() {
-                Some(job) => admit(&engine, trie, metrics, job, &mut active),
+                Some(job) => admit(scheduler, config, metrics, job),
                 None => break,
             }
         }
-        while active.len() < config.max_concurrent {
+        while scheduler.has_room() {
             match rx.try_recv() {
-                Ok(job) => admit(&engine, trie, metrics, job, &mut active),
+                Ok(job) => admit(scheduler, config, metrics, job),
                 Err(_) => break,
             }
         }
-        let now = Instant::now();
-        for a in &mut active {
-            // A closed channel means the client went away: free its cache now.
-            if a.events.is_closed() {
-                a.gen.cancel();
-            } else if now >= a.arrived + config.timeout && !a.gen.is_finished() {
-                a.gen.cancel();
-                a.timed_out = true;
-            }
-        }
-        let stepped = {
-            let mut batch: Vec<&mut Generation<'static>> = active
-                .iter_mut()
-                .filter(|a| !a.gen.is_finished())
-                .map(|a| &mut a.gen)
-                .collect();
-            catch_unwind(AssertUnwindSafe(|| engine.step(&mut batch)))
-        };
-        let failure = match stepped {
-            Ok(Ok(())) => None,
-            Ok(Err(e)) => Some(e.to_string()),
-            Err(_) => Some("the engine panicked on this batch".to_string()),
-        };
-        if let Some(e) = failure {
-            tracing::error!("step failed for {} requests: {e}", active.len());
-            for a in active.drain(..) {
-                metrics.running(-1);
-                let _ = a
-                    .events
-                    .send(Event::Done(Err(ApiError::Internal(e.clone()))));
-            }
-            continue;
-        }
-        for a in &mut active {
-            let n = a.gen.tokens().len();
-            if n > a.emitted {
-                if a.emitted == 0 {
-                    metrics.first_token(a.arrived.elapsed());
+        for f in scheduler.step(&mut progress) {
+            metrics.running(-1);
+            let elapsed = f.job.arrived.elapsed();
+            let result = match f.outcome {
+                Outcome::Done(out) => {
+                    let reason = out.finish_reason.as_str();
+                    metrics.finished(reason, out.prompt_tokens, &out.spec, elapsed);
+                    Ok(out)
                 }
-                metrics.step(n - a.emitted);
-                a.emitted = n;
-            }
-        }
-        let mut i = 0;
-        while i < active.len() {
-            if active[i].gen.is_finished() {
-                let a = active.swap_remove(i);
-                finish(a, &engine, config, metrics);
-                unsaved += 1;
-            } else {
-                i += 1;
-            }
-        }
-        // A crash loses at most this much of what the trie learned.
-        if unsaved > 0 && last_save.elapsed() >= TRIE_SAVE_EVERY {
-            save_trie(trie, config);
-            (last_save, unsaved) = (Instant::now(), 0);
-        }
-    }
-    save_trie(trie, config);
-}
-
-/// How often a trie that learned from finished requests is saved while serving.
-const TRIE_SAVE_EVERY: Duration = Duration::from_secs(60);
-
-fn save_trie(trie: &Mutex<Trie>, config: &WorkerConfig) {
-    if let Some(path) = &config.trie_file {
-        match specdec_engine::save_trie(trie, path) {
-            Ok(()) => tracing::info!("saved the trie to {}", path.display()),
-            Err(e) => tracing::error!("could not save the trie to {}: {e}", path.display()),
+                Outcome::Expired(out) => {
+                    metrics.finished("timeout", out.prompt_tokens, &out.spec, elapsed);
+                    Err(ApiError::Timeout(config.timeout.as_secs()))
+                }
+                Outcome::Failed(e) => {
+                    metrics.finished("error", 0, &SpecStats::default(), elapsed);
+                    Err(ApiError::Internal(e.to_string()))
+                }
+            };
+            let _ = f.job.events.send(Event::Done(result));
         }
     }
 }
 
 fn admit(
-    engine: &Engine<'_>,
-    trie: &Arc<Mutex<Trie>>,
+    scheduler: &mut Scheduler<'_, Running>,
+    config: &WorkerConfig,
     metrics: &Metrics,
     job: Job,
-    active: &mut Vec<Active>,
 ) {
     metrics.queued(-1);
     if job.events.is_closed() {
         // The client left while queued.
-        let spec = specdec_engine::SpecStats::default();
-        metrics.finished("cancelled", 0, &spec, job.arrived.elapsed());
+        metrics.finished("cancelled", 0, &SpecStats::default(), job.arrived.elapsed());
         return;
     }
-    let drafter = job.method.drafter(trie);
     let tx = job.events.clone();
     // Only a stream needs the text as it comes; a whole response takes it from the output.
     let sink: Sink<'static> = if job.stream {
@@ -224,36 +186,16 @@ fn admit(
     } else {
         Box::new(move |_: &str| !tx.is_closed())
     };
-    match engine.start(job.gen, drafter, sink) {
-        Ok(gen) => {
-            metrics.running(1);
-            active.push(Active {
-                gen,
-                events: job.events,
-                arrived: job.arrived,
-                timed_out: false,
-                emitted: 0,
-            });
-        }
-        Err(e) => {
-            let _ = job.events.send(Event::Done(Err(e.into())));
+    let running = Running {
+        events: job.events,
+        arrived: job.arrived,
+    };
+    let deadline = Some(job.arrived + config.timeout);
+    match scheduler.admit(job.gen, sink, running, deadline) {
+        Ok(()) => metrics.running(1),
+        Err((r, e)) => {
+            tracing::info!("refused a request: {e}");
+            let _ = r.events.send(Event::Done(Err(e.into())));
         }
     }
-}
-
-fn finish(a: Active, engine: &Engine<'_>, config: &WorkerConfig, metrics: &Metrics) {
-    metrics.running(-1);
-    let out = engine.finish(a.gen);
-    let reason = if a.timed_out {
-        "timeout"
-    } else {
-        out.finish_reason.as_str()
-    };
-    metrics.finished(reason, out.prompt_tokens, &out.spec, a.arrived.elapsed());
-    let result = if a.timed_out {
-        Err(ApiError::Timeout(config.timeout.as_secs()))
-    } else {
-        Ok(Box::new(out))
-    };
-    let _ = a.events.send(Event::Done(result));
 }

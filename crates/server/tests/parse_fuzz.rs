@@ -5,15 +5,14 @@ use std::sync::OnceLock;
 
 use proptest::prelude::*;
 use serde_json::{json, Value};
-use specdec_engine::DraftMethod;
-use specdec_gguf::GgufFile;
+use specdec_engine::{DraftMethod, ModelMeta};
 use specdec_server::validate::{parse, Endpoint, Frontend};
 
 fn frontend() -> &'static Frontend {
     static F: OnceLock<Frontend> = OnceLock::new();
     F.get_or_init(|| {
-        let file = GgufFile::open(specdec_model_store::resolve(None, true).unwrap()).unwrap();
-        Frontend::from_gguf(&file, "smol".into(), DraftMethod::Auto, 32).unwrap()
+        let meta = ModelMeta::open(&specdec_model_store::resolve(None, true).unwrap()).unwrap();
+        Frontend::new(&meta, "smol".into(), DraftMethod::Auto, 32)
     })
 }
 
@@ -126,6 +125,6 @@ fn the_valid_bodies_parse() {
         let b = serde_json::to_vec(&valid(chat)).unwrap();
         let r = parse(frontend(), endpoint, &b).unwrap();
         assert_eq!(r.gen.max_tokens, 5);
-        assert_eq!(r.gen.references.len(), 2);
+        assert_eq!(r.gen.speculation.references.len(), 2);
     }
 }

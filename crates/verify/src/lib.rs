@@ -9,9 +9,11 @@
 //! the emitted tokens are exactly those of plain decoding, greedy or seeded sampling alike.
 
 mod rng;
+mod rule;
 pub mod sampling;
 
 pub use rng::Rng;
+pub use rule::Acceptance;
 pub use sampling::{argmax, distribution, draw, sample, SamplingParams};
 
 /// A tree to verify: node 0 is the pending token (already emitted, not yet evaluated),

@@ -24,6 +24,7 @@ pub fn config() -> ServerConfig {
         max_queue: 16,
         timeout: Duration::from_secs(120),
         trie: None,
+        pools: None,
         default_method: DraftMethod::Auto,
         default_max_draft: 32,
         prefix_cache_bytes: 64 << 20,

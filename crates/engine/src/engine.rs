@@ -1,0 +1,235 @@
+//! The engine: one loop, plain decoding being a zero-size draft, one request being a batch
+//! of one. It owns what outlives a request: the measured verify cost, the acceptance each
+//! drafter earned, the prefix cache and the drafting pools.
+
+use std::time::Instant;
+
+use specdec_drafters::Drafter;
+use specdec_runtime::{SeqInput, Target, Want};
+use specdec_tokenizer::Tokenizer;
+
+use crate::budget::{AcceptanceMemories, BatchLoad, CostModel};
+use crate::generation::{Generation, Sink};
+use crate::pools::{Pools, SaveResult};
+use crate::prefix_cache::PrefixCache;
+use crate::request::{GenerateOutput, GenerateRequest, Speculation};
+use crate::EngineError;
+
+/// Runs requests on one target model.
+pub struct Engine<'m> {
+    target: &'m dyn Target,
+    tokenizer: &'m Tokenizer,
+    cost: CostModel,
+    prefix_cache: Option<PrefixCache>,
+    acceptance: AcceptanceMemories,
+    pools: Pools,
+}
+
+impl<'m> Engine<'m> {
+    /// An engine with an empty in-memory global trie and no prefix cache.
+    pub fn new(target: &'m dyn Target, tokenizer: &'m Tokenizer) -> Self {
+        Engine {
+            target,
+            tokenizer,
+            cost: CostModel::default(),
+            prefix_cache: None,
+            acceptance: AcceptanceMemories::default(),
+            pools: Pools::in_memory(),
+        }
+    }
+
+    /// Keeps finished requests' caches (up to `max_bytes`) for later requests that share
+    /// a prefix with them; see [`PrefixCache`].
+    pub fn with_prefix_cache(mut self, max_bytes: usize) -> Self {
+        self.prefix_cache = Some(PrefixCache::new(max_bytes));
+        self
+    }
+
+    /// Drafts from (and feeds) these pools.
+    pub fn with_pools(mut self, pools: Pools) -> Self {
+        self.pools = pools;
+        self
+    }
+
+    pub fn pools(&self) -> &Pools {
+        &self.pools
+    }
+
+    pub fn pools_mut(&mut self) -> &mut Pools {
+        &mut self.pools
+    }
+
+    pub fn tokenizer(&self) -> &'m Tokenizer {
+        self.tokenizer
+    }
+
+    pub fn target(&self) -> &'m dyn Target {
+        self.target
+    }
+
+    /// Saves the drafting state that learned since its last save and logs each outcome.
+    pub fn save_drafting_state(&mut self) -> Vec<SaveResult> {
+        let saved = self.pools.save_dirty();
+        for (path, r) in &saved {
+            match r {
+                Ok(()) => tracing::info!("saved drafting state to {}", path.display()),
+                Err(e) => {
+                    tracing::error!("could not save drafting state to {}: {e}", path.display())
+                }
+            }
+        }
+        saved
+    }
+
+    /// (requests that reused a cached prefix, tokens reused), when the cache is on.
+    pub fn prefix_cache_stats(&self) -> Option<(u64, u64)> {
+        self.prefix_cache.as_ref().map(PrefixCache::stats)
+    }
+
+    /// Ends a generation and returns what it produced; its cache goes to the prefix
+    /// cache, and the pool it fed is marked for saving.
+    pub fn finish(&mut self, g: Generation<'_>) -> GenerateOutput {
+        let spec = g.speculation();
+        // A trie drafter feeds its trie at the end of every request it served.
+        if spec.method.uses_trie() {
+            self.pools.mark_dirty(spec.pool.as_ref());
+        }
+        let (out, seq, learned) = g.into_parts(self.tokenizer);
+        if let Some((name, policy)) = learned {
+            self.acceptance.learn(name, &policy);
+        }
+        if let Some(c) = &mut self.prefix_cache {
+            c.insert(seq);
+        }
+        out
+    }
+
+    /// Checks a request against the model before any work is done.
+    pub fn check(&self, req: &GenerateRequest) -> Result<(), EngineError> {
+        if req.prompt.is_empty() {
+            return Err(EngineError::InvalidRequest("the prompt is empty".into()));
+        }
+        req.sampling
+            .validate()
+            .map_err(EngineError::InvalidRequest)?;
+        let limit = self.target.config().context_length;
+        // Drafts never push past this: each step caps its tree by the room left.
+        let needed = req.prompt.len() + req.max_tokens;
+        if needed > limit {
+            return Err(EngineError::ContextOverflow {
+                prompt: req.prompt.len(),
+                max_tokens: req.max_tokens,
+                limit,
+            });
+        }
+        Ok(())
+    }
+
+    /// Starts a request with the drafter its speculation names (from the engine's pools);
+    /// advance it with [`Engine::step`] until it is finished.
+    pub fn start(
+        &mut self,
+        req: GenerateRequest,
+        sink: Sink<'static>,
+    ) -> Result<Generation<'static>, EngineError> {
+        self.check(&req)?;
+        let drafter = self.drafter_for(&req.speculation)?;
+        self.start_with(req, drafter, sink)
+    }
+
+    /// Starts a request with a drafter of the caller's (or none: plain decoding).
+    pub fn start_with<'a>(
+        &mut self,
+        req: GenerateRequest,
+        drafter: Option<Box<dyn Drafter + 'a>>,
+        sink: Sink<'a>,
+    ) -> Result<Generation<'a>, EngineError> {
+        self.check(&req)?;
+        // The last prompt token is evaluated by the first decode step, never cached.
+        let head = &req.prompt[..req.prompt.len() - 1];
+        let seq = self
+            .prefix_cache
+            .as_mut()
+            .and_then(|c| c.lookup(head))
+            .unwrap_or_else(|| self.target.new_sequence());
+        let name = drafter.as_ref().map_or("", |d| d.name());
+        let policy = self.acceptance.policy(name, req.speculation.max_draft);
+        Ok(Generation::new(req, seq, drafter, sink, policy))
+    }
+
+    /// Runs one forward for every unfinished generation of `batch` together: a prefill
+    /// chunk for those still reading their prompt, a verify step for the others.
+    /// Batching never changes a generation's tokens (the runtime is batch-invariant).
+    pub fn step(&mut self, batch: &mut [&mut Generation<'_>]) -> Result<(), EngineError> {
+        let mut load = BatchLoad::default();
+        let mut nodes = Vec::with_capacity(batch.len());
+        for g in batch.iter_mut() {
+            nodes.push(g.plan(&self.cost, &mut load));
+        }
+        let timed = batch
+            .iter()
+            .zip(&nodes)
+            .all(|(g, n)| n.is_none() || matches!(g.want(), Want::All));
+        let t0 = Instant::now();
+        let mut inputs = Vec::with_capacity(batch.len());
+        for (g, n) in batch.iter_mut().zip(&nodes) {
+            if let Some(n) = n {
+                let want = g.want();
+                inputs.push(SeqInput {
+                    seq: g.seq_mut(),
+                    nodes: n,
+                    want,
+                });
+            }
+        }
+        if inputs.is_empty() {
+            return Ok(());
+        }
+        let logits = self.target.forward(&mut inputs)?;
+        drop(inputs);
+        if timed {
+            let ms = t0.elapsed().as_secs_f64() * 1e3;
+            self.cost.observe(load.rows, load.mean_ctx(), ms);
+        }
+        let members = batch.iter_mut().zip(&nodes).filter(|(_, n)| n.is_some());
+        for ((g, _), l) in members.zip(&logits) {
+            g.apply(self.tokenizer, l)?;
+        }
+        Ok(())
+    }
+
+    /// Generates with the drafter the request's speculation names; `sink` receives text
+    /// as it becomes final and returns `false` to cancel.
+    pub fn generate(
+        &mut self,
+        req: &GenerateRequest,
+        sink: &mut dyn FnMut(&str) -> bool,
+    ) -> Result<GenerateOutput, EngineError> {
+        self.check(req)?;
+        let mut drafter = self.drafter_for(&req.speculation)?;
+        self.generate_with(req, drafter.as_deref_mut(), sink)
+    }
+
+    /// The drafter `spec` names, over its pool's trie (the global one without a pool).
+    fn drafter_for(&mut self, spec: &Speculation) -> Result<Option<Box<dyn Drafter>>, EngineError> {
+        let pool = spec.pool.as_ref().filter(|_| spec.method.uses_trie());
+        let trie = self.pools.trie(pool)?;
+        Ok(spec.method.drafter(&trie))
+    }
+
+    /// Generates with a drafter of the caller's (or none). With or without a drafter the
+    /// tokens are the same.
+    pub fn generate_with(
+        &mut self,
+        req: &GenerateRequest,
+        drafter: Option<&mut (dyn Drafter + 'static)>,
+        sink: &mut dyn FnMut(&str) -> bool,
+    ) -> Result<GenerateOutput, EngineError> {
+        let drafter = drafter.map(|d| Box::new(d) as Box<dyn Drafter + '_>);
+        let mut g = self.start_with(req.clone(), drafter, Box::new(sink))?;
+        while !g.is_finished() {
+            self.step(&mut [&mut g])?;
+        }
+        Ok(self.finish(g))
+    }
+}

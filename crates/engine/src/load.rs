@@ -1,0 +1,86 @@
+//! Opening a model file once for everything a caller needs: the weights for the engine,
+//! and the tokenizer, chat template and configuration for the edge.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use specdec_gguf::GgufFile;
+use specdec_runtime::{Executor, Model, ModelConfig};
+use specdec_tokenizer::{ChatTemplate, Tokenizer};
+
+use crate::EngineError;
+
+/// What the edge needs of a model, without its weights.
+pub struct ModelMeta {
+    pub config: ModelConfig,
+    pub tokenizer: Arc<Tokenizer>,
+    /// The file's template, or ChatML when it has none.
+    pub template: Arc<ChatTemplate>,
+}
+
+fn open(path: &Path) -> Result<GgufFile, EngineError> {
+    GgufFile::open(path).map_err(|e| EngineError::ModelFile {
+        path: path.to_path_buf(),
+        source: e.into(),
+    })
+}
+
+fn meta(file: &GgufFile, config: ModelConfig, path: &Path) -> Result<ModelMeta, EngineError> {
+    let tokenizer = Tokenizer::from_gguf(file).map_err(|source| EngineError::ModelTokenizer {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let template = ChatTemplate::from_gguf_or_chatml(file)?;
+    Ok(ModelMeta {
+        config,
+        tokenizer: Arc::new(tokenizer),
+        template: Arc::new(template),
+    })
+}
+
+impl ModelMeta {
+    /// Reads the configuration, tokenizer and template of the GGUF at `path`; no weights.
+    pub fn open(path: &Path) -> Result<ModelMeta, EngineError> {
+        let file = open(path)?;
+        let config = ModelConfig::from_gguf(&file).map_err(|source| EngineError::ModelFile {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        meta(&file, config, path)
+    }
+}
+
+/// A model loaded for decoding, with its edge.
+pub struct Loaded {
+    pub model: Model,
+    pub meta: ModelMeta,
+    pub path: PathBuf,
+}
+
+impl Loaded {
+    /// Loads the GGUF at `path` on `threads` kernel threads.
+    pub fn open(path: &Path, threads: usize) -> Result<Loaded, EngineError> {
+        let file = open(path)?;
+        let model = Model::from_gguf(&file, Executor::new(threads.max(1))).map_err(|source| {
+            EngineError::ModelFile {
+                path: path.to_path_buf(),
+                source,
+            }
+        })?;
+        let meta = meta(&file, model.config().clone(), path)?;
+        tracing::info!(
+            "loaded {} ({} layers, vocabulary {}, context {}) from {} on {} threads",
+            meta.config.name,
+            meta.config.n_layers,
+            meta.config.vocab,
+            meta.config.context_length,
+            path.display(),
+            threads.max(1)
+        );
+        Ok(Loaded {
+            model,
+            meta,
+            path: path.to_path_buf(),
+        })
+    }
+}

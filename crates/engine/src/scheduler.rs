@@ -1,0 +1,262 @@
+//! Continuous batching: requests are admitted while there is room, every step runs one
+//! forward for all of them together, and each leaves as soon as it is done. Any caller
+//! drives it (the server's engine thread, the workload bench, batch jobs) with its own
+//! payload per request; the scheduler owns the engine and the loop's policy: cancellation,
+//! deadlines, a failure confined to the request that caused it, periodic saves of what the
+//! drafting pools learned.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::time::{Duration, Instant};
+
+use crate::engine::Engine;
+use crate::generation::{Generation, Sink};
+use crate::request::{GenerateOutput, GenerateRequest};
+use crate::EngineError;
+
+/// A caller's payload for one request.
+pub trait Job {
+    /// Whether the caller gave up on the request (its client went away); checked before
+    /// every step, so a cancelled request frees its slot at once.
+    fn is_cancelled(&self) -> bool {
+        false
+    }
+}
+
+impl Job for () {}
+
+/// How a request left the scheduler.
+#[derive(Debug)]
+pub enum Outcome {
+    /// It ended: a stop, its length, or cancelled (see `finish_reason`).
+    Done(Box<GenerateOutput>),
+    /// It ran past its deadline; what it produced until then.
+    Expired(Box<GenerateOutput>),
+    /// A step failed for this request alone.
+    Failed(EngineError),
+}
+
+/// A request that left, with the caller's payload.
+#[derive(Debug)]
+pub struct Finished<J> {
+    pub job: J,
+    pub outcome: Outcome,
+}
+
+/// Progress of one request in the last step.
+#[derive(Clone, Copy, Debug)]
+pub struct Progress {
+    /// Tokens it emitted in this step.
+    pub new_tokens: usize,
+    /// Whether these are its first tokens.
+    pub first: bool,
+}
+
+struct Active<J> {
+    gen: Generation<'static>,
+    job: J,
+    deadline: Option<Instant>,
+    expired: bool,
+    failed: Option<EngineError>,
+    emitted: usize,
+}
+
+/// The batching loop over one engine.
+pub struct Scheduler<'m, J> {
+    engine: Engine<'m>,
+    max_concurrent: usize,
+    active: Vec<Active<J>>,
+    save_every: Option<Duration>,
+    last_save: Instant,
+}
+
+fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into())
+}
+
+/// One engine step, with a panic turned into an error.
+fn guarded_step(
+    engine: &mut Engine<'_>,
+    batch: &mut [&mut Generation<'static>],
+) -> Result<(), EngineError> {
+    catch_unwind(AssertUnwindSafe(|| engine.step(batch)))
+        .unwrap_or_else(|p| Err(EngineError::Panicked(panic_message(p))))
+}
+
+impl<'m, J: Job> Scheduler<'m, J> {
+    /// At most `max_concurrent` requests are generated together.
+    pub fn new(engine: Engine<'m>, max_concurrent: usize) -> Self {
+        Scheduler {
+            engine,
+            max_concurrent: max_concurrent.max(1),
+            active: Vec::new(),
+            save_every: None,
+            last_save: Instant::now(),
+        }
+    }
+
+    /// Saves what the drafting pools learned at most this often while requests finish (a
+    /// crash loses at most that much).
+    pub fn saving_every(mut self, every: Duration) -> Self {
+        self.save_every = Some(every);
+        self
+    }
+
+    pub fn engine(&self) -> &Engine<'m> {
+        &self.engine
+    }
+
+    pub fn engine_mut(&mut self) -> &mut Engine<'m> {
+        &mut self.engine
+    }
+
+    /// Requests being generated.
+    pub fn running(&self) -> usize {
+        self.active.len()
+    }
+
+    pub fn has_room(&self) -> bool {
+        self.active.len() < self.max_concurrent
+    }
+
+    pub fn is_idle(&self) -> bool {
+        self.active.is_empty()
+    }
+
+    /// Starts `req`; it joins the next step. A request the engine refuses comes back with
+    /// its payload and the reason.
+    pub fn admit(
+        &mut self,
+        req: GenerateRequest,
+        sink: Sink<'static>,
+        job: J,
+        deadline: Option<Instant>,
+    ) -> Result<(), (J, EngineError)> {
+        match self.engine.start(req, sink) {
+            Ok(gen) => {
+                self.active.push(Active {
+                    gen,
+                    job,
+                    deadline,
+                    expired: false,
+                    failed: None,
+                    emitted: 0,
+                });
+                Ok(())
+            }
+            Err(e) => Err((job, e)),
+        }
+    }
+
+    /// Runs one step for every request in flight and returns those that left. `progress`
+    /// hears about every request that emitted tokens.
+    pub fn step(&mut self, progress: &mut dyn FnMut(&J, Progress)) -> Vec<Finished<J>> {
+        let now = Instant::now();
+        for a in &mut self.active {
+            if a.gen.is_finished() {
+                continue;
+            }
+            if a.job.is_cancelled() {
+                a.gen.cancel();
+            } else if a.deadline.is_some_and(|d| now >= d) {
+                a.gen.cancel();
+                a.expired = true;
+            }
+        }
+        self.run_step();
+        for a in &mut self.active {
+            let n = a.gen.tokens().len();
+            if n > a.emitted {
+                progress(
+                    &a.job,
+                    Progress {
+                        new_tokens: n - a.emitted,
+                        first: a.emitted == 0,
+                    },
+                );
+                a.emitted = n;
+            }
+        }
+        let mut done = Vec::new();
+        let mut i = 0;
+        while i < self.active.len() {
+            let a = &self.active[i];
+            if a.gen.is_finished() || a.failed.is_some() {
+                let a = self.active.swap_remove(i);
+                done.push(self.leave(a));
+            } else {
+                i += 1;
+            }
+        }
+        if !done.is_empty() {
+            self.maybe_save();
+        }
+        done
+    }
+
+    /// One batched forward; if it fails, each member is retried alone so that only the
+    /// requests that fail by themselves are failed.
+    fn run_step(&mut self) {
+        let mut batch: Vec<&mut Generation<'static>> = self
+            .active
+            .iter_mut()
+            .filter(|a| !a.gen.is_finished())
+            .map(|a| &mut a.gen)
+            .collect();
+        if batch.is_empty() {
+            return;
+        }
+        let Err(e) = guarded_step(&mut self.engine, &mut batch) else {
+            return;
+        };
+        drop(batch);
+        let live = self.active.iter().filter(|a| !a.gen.is_finished()).count();
+        tracing::warn!("a batched step of {live} requests failed ({e}); retrying each alone");
+        let mut first = Some(e);
+        for a in self.active.iter_mut().filter(|a| !a.gen.is_finished()) {
+            let result = if live == 1 {
+                Err(first.take().expect("one error"))
+            } else {
+                guarded_step(&mut self.engine, &mut [&mut a.gen])
+            };
+            if let Err(e) = result {
+                tracing::error!("a request failed: {e}");
+                a.gen.cancel();
+                a.failed = Some(e);
+            }
+        }
+    }
+
+    fn leave(&mut self, a: Active<J>) -> Finished<J> {
+        let out = Box::new(self.engine.finish(a.gen));
+        let outcome = match (a.failed, a.expired) {
+            (Some(e), _) => Outcome::Failed(e),
+            (None, true) => Outcome::Expired(out),
+            (None, false) => Outcome::Done(out),
+        };
+        Finished {
+            job: a.job,
+            outcome,
+        }
+    }
+
+    fn maybe_save(&mut self) {
+        if let Some(every) = self.save_every {
+            if self.last_save.elapsed() >= every && self.engine.pools().is_dirty() {
+                self.engine.save_drafting_state();
+                self.last_save = Instant::now();
+            }
+        }
+    }
+
+    /// Runs every request in flight to its end; what the callers would have heard.
+    pub fn drain(&mut self, progress: &mut dyn FnMut(&J, Progress)) -> Vec<Finished<J>> {
+        let mut done = Vec::new();
+        while !self.is_idle() {
+            done.extend(self.step(progress));
+        }
+        done
+    }
+}
