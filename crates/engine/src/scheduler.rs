@@ -8,6 +8,8 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant};
 
+use specdec_drafters::Drafter;
+
 use crate::engine::Engine;
 use crate::generation::{Generation, Sink};
 use crate::request::{GenerateOutput, GenerateRequest};
@@ -134,7 +136,30 @@ impl<'m, J: Job> Scheduler<'m, J> {
         job: J,
         deadline: Option<Instant>,
     ) -> Result<(), (J, EngineError)> {
-        match self.engine.start(req, sink) {
+        let gen = self.engine.start(req, sink);
+        self.enter(gen, job, deadline)
+    }
+
+    /// Starts `req` with a drafter of the caller's (or none: plain decoding).
+    pub fn admit_with(
+        &mut self,
+        req: GenerateRequest,
+        drafter: Option<Box<dyn Drafter>>,
+        sink: Sink<'static>,
+        job: J,
+        deadline: Option<Instant>,
+    ) -> Result<(), (J, EngineError)> {
+        let gen = self.engine.start_with(req, drafter, sink);
+        self.enter(gen, job, deadline)
+    }
+
+    fn enter(
+        &mut self,
+        gen: Result<Generation<'static>, EngineError>,
+        job: J,
+        deadline: Option<Instant>,
+    ) -> Result<(), (J, EngineError)> {
+        match gen {
             Ok(gen) => {
                 self.active.push(Active {
                     gen,

@@ -5,7 +5,8 @@
 //! element follows one fixed arithmetic sequence (exact integer block sums, then a fixed
 //! chain of f32 multiply/fma in block order), so results are bit-identical whatever the
 //! number of rows in the batch, the thread count, or the instruction set chosen.
-//! See `shared/docs/KERNELS.md` for the measured design.
+//! The measured design (why int8 blocks of 32, 32-column tiles, one fixed sum order) is in
+//! `pack.rs`, `quant.rs` and the `simd` module's docs.
 //!
 //! ```
 //! use specdec_kernels::{Executor, PackedMatrix, QuantizedRows};

@@ -97,6 +97,10 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        // The one place errors become statuses, so the one place server faults are logged.
+        if self.status().is_server_error() {
+            tracing::error!("answering {}: {self}", self.status());
+        }
         let mut res = (self.status(), axum::Json(self.body())).into_response();
         match self {
             ApiError::QueueFull(_) => {

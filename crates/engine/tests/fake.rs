@@ -1,0 +1,309 @@
+//! The engine's loop on a deterministic fake target (no model file; the whole binary runs
+//! in seconds): every draft method equals plain decoding, greedy and sampled; the
+//! scheduler batches, cancels, expires and confines a failure to its request; pools keep
+//! their learning apart.
+
+use std::time::{Duration, Instant};
+
+use proptest::prelude::*;
+use specdec_drafters::{Drafter, Meta, Source, TokenTree};
+use specdec_engine::scheduler::Progress;
+use specdec_engine::{
+    DraftMethod, Engine, FinishReason, GenerateOutput, GenerateRequest, Job, Outcome, PoolName,
+    SamplingParams, Scheduler,
+};
+use specdec_gguf::write::Builder;
+use specdec_gguf::{GgufFile, Value};
+use specdec_runtime::FakeTarget;
+use specdec_tokenizer::Tokenizer;
+
+/// `<unk>`, `<s>`, `</s>`, then the 256 byte tokens: every id decodes to bytes.
+const VOCAB: usize = 3 + 256;
+const EOS: u32 = 2;
+
+fn tokenizer() -> &'static Tokenizer {
+    static T: std::sync::OnceLock<Tokenizer> = std::sync::OnceLock::new();
+    T.get_or_init(|| {
+        let mut tokens = vec!["<unk>".to_string(), "<s>".into(), "</s>".into()];
+        tokens.extend((0..=255).map(|b| format!("<0x{b:02X}>")));
+        let mut types = vec![2, 3, 3];
+        types.extend([6; 256]);
+        let s = |v: &str| Value::String(v.into());
+        let bytes = Builder::default()
+            .kv("general.architecture", s("llama"))
+            .kv("tokenizer.ggml.model", s("llama"))
+            .kv(
+                "tokenizer.ggml.tokens",
+                Value::Array(tokens.iter().map(|t| s(t)).collect()),
+            )
+            .kv(
+                "tokenizer.ggml.scores",
+                Value::Array(vec![Value::F32(0.0); VOCAB]),
+            )
+            .kv(
+                "tokenizer.ggml.token_type",
+                Value::Array(types.into_iter().map(Value::I32).collect()),
+            )
+            .kv("tokenizer.ggml.bos_token_id", Value::U32(1))
+            .kv("tokenizer.ggml.eos_token_id", Value::U32(EOS))
+            .kv("tokenizer.ggml.unknown_token_id", Value::U32(0))
+            .build();
+        Tokenizer::from_gguf(&GgufFile::from_bytes(bytes).unwrap()).unwrap()
+    })
+}
+
+fn target() -> FakeTarget {
+    FakeTarget::new(VOCAB, 512).with_eos(EOS, 60)
+}
+
+/// Byte tokens only (ids 3..259), as a prompt of text would be.
+fn byte_tokens(max: usize) -> impl Strategy<Value = Vec<u32>> {
+    prop::collection::vec(3u32..VOCAB as u32, 1..max)
+}
+
+fn request(prompt: &[u32], refs: &[Vec<u32>], sampling: &SamplingParams, max: usize) -> GenerateRequest {
+    let mut r = GenerateRequest {
+        sampling: sampling.clone(),
+        ..GenerateRequest::new(prompt.to_vec(), max)
+    };
+    r.speculation.references = refs.to_vec();
+    r
+}
+
+fn greedy_and_sampled() -> impl Strategy<Value = SamplingParams> {
+    (
+        prop_oneof![Just(0.0f32), 0.3f32..1.5],
+        prop_oneof![Just(1.0f32), 0.5f32..1.0],
+        any::<u64>(),
+    )
+        .prop_map(|(temperature, top_p, seed)| SamplingParams {
+            temperature,
+            top_p,
+            seed,
+            ..SamplingParams::default()
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// Every method's output is plain decoding's, token for token and text for text;
+    /// twice, so the second pass drafts from a trie that saw the first's output.
+    #[test]
+    fn every_method_equals_plain_on_the_fake_target(
+        prompt in byte_tokens(40),
+        refs in prop::collection::vec(byte_tokens(60), 0..3),
+        budget in 1usize..24,
+        sampling in greedy_and_sampled(),
+    ) {
+        let t = target();
+        let mut engine = Engine::new(&t, tokenizer());
+        let mut req = request(&prompt, &refs, &sampling, 40);
+        req.speculation.max_draft = budget;
+        let plain = engine.generate(&req, &mut |_| true).unwrap();
+        for _ in 0..2 {
+            for m in DraftMethod::ALL.into_iter().skip(1) {
+                let got = engine.generate(&req.clone().speculate(m), &mut |_| true).unwrap();
+                prop_assert_eq!(&got.token_ids, &plain.token_ids, "{}", m.name());
+                prop_assert_eq!(&got.text, &plain.text);
+                prop_assert_eq!(got.finish_reason, plain.finish_reason);
+            }
+        }
+    }
+}
+
+#[test]
+fn drafts_are_accepted_and_save_forwards_on_the_fake_target() {
+    let t = target();
+    let mut engine = Engine::new(&t, tokenizer());
+    let prompt: Vec<u32> = (0..30).map(|i| 3 + (i * 7 % 50) as u32).collect();
+    let req = request(&prompt, &[], &SamplingParams::default(), 50);
+    let plain = engine.generate(&req, &mut |_| true).unwrap();
+    for m in DraftMethod::ALL.into_iter().skip(1) {
+        let got = engine.generate(&req.clone().speculate(m), &mut |_| true).unwrap();
+        assert_eq!(got.token_ids, plain.token_ids, "{}", m.name());
+        assert!(got.spec.accepted_tokens > 0, "{} never had a draft accepted", m.name());
+    }
+}
+
+#[test]
+fn the_stop_token_ends_generation_and_is_not_emitted() {
+    let t = FakeTarget::new(VOCAB, 512).with_eos(EOS, 8);
+    let mut engine = Engine::new(&t, tokenizer());
+    let out = engine
+        .generate(&request(&[10, 11, 12], &[], &SamplingParams::default(), 400), &mut |_| true)
+        .unwrap();
+    assert_eq!(out.finish_reason, FinishReason::Stop);
+    assert!(!out.token_ids.contains(&EOS));
+    assert!(out.completion_tokens < 400);
+}
+
+/// A payload that can be cancelled from outside.
+struct Client {
+    id: usize,
+    gone: std::rc::Rc<std::cell::Cell<bool>>,
+}
+
+impl Job for Client {
+    fn is_cancelled(&self) -> bool {
+        self.gone.get()
+    }
+}
+
+fn client(id: usize) -> Client {
+    Client {
+        id,
+        gone: Default::default(),
+    }
+}
+
+fn done(o: Outcome) -> Box<GenerateOutput> {
+    match o {
+        Outcome::Done(out) => out,
+        other => panic!("expected a finished request, got {other:?}"),
+    }
+}
+
+#[test]
+fn the_scheduler_batches_requests_with_different_methods_into_the_same_outputs() {
+    let t = target();
+    let mut alone = Engine::new(&t, tokenizer());
+    let reqs: Vec<GenerateRequest> = (0..7)
+        .map(|i| {
+            let prompt: Vec<u32> = (0..20 + i).map(|k| 3 + ((k * (i + 3)) % 40) as u32).collect();
+            let s = SamplingParams {
+                temperature: if i % 2 == 0 { 0.0 } else { 0.8 },
+                seed: i as u64,
+                ..SamplingParams::default()
+            };
+            request(&prompt, &[], &s, 30 + i).speculate(DraftMethod::ALL[i % 6])
+        })
+        .collect();
+    let want: Vec<Vec<u32>> = reqs
+        .iter()
+        .map(|r| alone.generate(r, &mut |_| true).unwrap().token_ids)
+        .collect();
+    let mut sched = Scheduler::new(Engine::new(&t, tokenizer()), 3);
+    let mut pending: Vec<(usize, GenerateRequest)> = reqs.into_iter().enumerate().collect();
+    pending.reverse();
+    let mut got = vec![Vec::new(); want.len()];
+    let mut peak = 0;
+    let mut heard = vec![0usize; want.len()];
+    while !(pending.is_empty() && sched.is_idle()) {
+        while sched.has_room() {
+            let Some((i, r)) = pending.pop() else { break };
+            sched.admit(r, Box::new(|_: &str| true), client(i), None).unwrap();
+        }
+        peak = peak.max(sched.running());
+        for f in sched.step(&mut |c: &Client, p: Progress| heard[c.id] += p.new_tokens) {
+            got[f.job.id] = done(f.outcome).token_ids;
+        }
+    }
+    assert_eq!(peak, 3, "at most max_concurrent run together");
+    assert_eq!(got, want);
+    let lens: Vec<usize> = want.iter().map(Vec::len).collect();
+    assert!(heard.iter().zip(&lens).all(|(h, l)| h >= l), "progress {heard:?} vs {lens:?}");
+}
+
+#[test]
+fn a_cancelled_or_expired_request_leaves_at_the_next_step() {
+    let t = FakeTarget::new(VOCAB, 4096);
+    let mut sched = Scheduler::new(Engine::new(&t, tokenizer()), 4);
+    let long = request(&[5, 6, 7], &[], &SamplingParams::default(), 3000);
+    let a = client(0);
+    let gone = a.gone.clone();
+    sched.admit(long.clone(), Box::new(|_: &str| true), a, None).unwrap();
+    let past = Instant::now() - Duration::from_millis(1);
+    sched.admit(long.clone(), Box::new(|_: &str| true), client(1), Some(past)).unwrap();
+    sched.admit(long, Box::new(|_: &str| true), client(2), None).unwrap();
+    let first = sched.step(&mut |_, _| {});
+    assert_eq!(first.len(), 1);
+    assert_eq!(first[0].job.id, 1);
+    assert!(matches!(first[0].outcome, Outcome::Expired(_)));
+    gone.set(true);
+    let second = sched.step(&mut |_, _| {});
+    assert_eq!(second.len(), 1);
+    let out = done(second.into_iter().next().unwrap().outcome);
+    assert_eq!(out.finish_reason, FinishReason::Cancelled);
+    assert_eq!(sched.running(), 1);
+}
+
+/// Proposes a token outside the vocabulary: the forward refuses it.
+struct OutOfVocab;
+
+impl Drafter for OutOfVocab {
+    fn name(&self) -> &'static str {
+        "out-of-vocab"
+    }
+    fn begin(&mut self, _: &[u32], _: &[Vec<u32>]) {}
+    fn observe(&mut self, _: &[u32]) {}
+    fn draft(&mut self, context: &[u32], _budget: usize) -> TokenTree {
+        let mut t = TokenTree::rooted(*context.last().unwrap());
+        t.push(VOCAB as u32 + 5, Some(0), Meta::drafted(Source::Trie, 1.0));
+        t
+    }
+    fn end(&mut self, _: &[u32]) {}
+}
+
+#[test]
+fn a_step_that_fails_fails_only_its_request() {
+    let t = target();
+    let req = request(&[9, 8, 7, 6], &[], &SamplingParams::default(), 20);
+    let want = Engine::new(&t, tokenizer()).generate(&req, &mut |_| true).unwrap();
+    let mut engine = Engine::new(&t, tokenizer());
+    let bad = engine
+        .start_with(req.clone(), Some(Box::new(OutOfVocab)), Box::new(|_: &str| true))
+        .unwrap();
+    let good = engine.start(req.clone(), Box::new(|_: &str| true)).unwrap();
+    let mut gens = [bad, good];
+    let err = loop {
+        let mut batch: Vec<_> = gens.iter_mut().filter(|g| !g.is_finished()).collect();
+        if let Err(e) = engine.step(&mut batch) {
+            break e;
+        }
+    };
+    assert!(err.to_string().contains("outside the vocabulary"), "{err}");
+    // Through the scheduler, the failure stays with the request that caused it.
+    let mut sched = Scheduler::new(Engine::new(&t, tokenizer()), 4);
+    let bad = Some(Box::new(OutOfVocab) as Box<dyn Drafter>);
+    let sink = || Box::new(|_: &str| true);
+    sched.admit_with(req.clone(), bad, sink(), client(0), None).unwrap();
+    sched.admit(req.clone(), sink(), client(1), None).unwrap();
+    sched.admit(req.clone(), sink(), client(2), None).unwrap();
+    let mut outcomes = Vec::new();
+    while !sched.is_idle() {
+        outcomes.extend(sched.step(&mut |_, _| {}));
+    }
+    assert_eq!(outcomes.len(), 3);
+    for f in outcomes {
+        match (f.job.id, f.outcome) {
+            (0, Outcome::Failed(e)) => assert!(e.to_string().contains("outside"), "{e}"),
+            (1 | 2, Outcome::Done(out)) => assert_eq!(out.token_ids, want.token_ids),
+            (id, o) => panic!("request {id}: {o:?}"),
+        }
+    }
+}
+
+#[test]
+fn a_pool_learns_only_from_its_own_requests() {
+    let t = target();
+    let mut engine = Engine::new(&t, tokenizer());
+    let a = PoolName::parse("group-a").unwrap();
+    let b = PoolName::parse("group-b").unwrap();
+    let mut req = request(&[40, 41, 42, 43, 44, 45], &[], &SamplingParams::default(), 40)
+        .speculate(DraftMethod::Trie);
+    req.speculation.pool = Some(a.clone());
+    let out = engine.generate(&req, &mut |_| true).unwrap();
+    assert!(out.completion_tokens > 8);
+    let pools = engine.pools_mut();
+    let ta = pools.trie(Some(&a)).unwrap();
+    let tb = pools.trie(Some(&b)).unwrap();
+    let global = pools.global().clone();
+    assert!(!ta.lock().unwrap().is_empty(), "pool a learned nothing");
+    assert!(tb.lock().unwrap().is_empty(), "pool b learned from pool a's request");
+    assert!(global.lock().unwrap().is_empty(), "the global trie learned from a pool's request");
+    // A repeat in the same pool drafts from what it learned.
+    let again = engine.generate(&req, &mut |_| true).unwrap();
+    assert_eq!(again.token_ids, out.token_ids);
+    assert!(again.spec.accepted_tokens > 0);
+}
