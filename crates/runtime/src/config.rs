@@ -120,6 +120,29 @@ impl ModelConfig {
         })
     }
 
+    /// A configuration with a vocabulary and a context but no transformer layers, for
+    /// stand-in targets such as [`crate::FakeTarget`]: its sequences hold no keys or
+    /// values. The layer fields are zero (one head of size zero) and the architecture
+    /// fields take Llama's conventions; nothing reads them without layers.
+    pub fn without_layers(name: impl Into<String>, vocab: usize, context_length: usize) -> Self {
+        ModelConfig {
+            arch: Arch::Llama,
+            name: name.into(),
+            n_layers: 0,
+            hidden: 0,
+            n_heads: 1,
+            n_kv_heads: 1,
+            head_dim: 0,
+            ffn: 0,
+            vocab,
+            context_length,
+            rope_base: 10000.0,
+            rope_dims: 0,
+            rope_style: RopeStyle::Interleaved,
+            rms_eps: 1e-5,
+        }
+    }
+
     pub fn q_dim(&self) -> usize {
         self.n_heads * self.head_dim
     }

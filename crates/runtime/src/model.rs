@@ -7,10 +7,10 @@ use std::sync::Arc;
 use specdec_gguf::GgufFile;
 use specdec_kernels::{Executor, PackedMatrix, QuantizedRows, VecOps};
 
+use crate::batch::{split_logits, Batch, RowInfo};
 use crate::config::ModelConfig;
 use crate::kv::Sequence;
 use crate::ops::{self, Rope};
-use crate::tree;
 use crate::weights::{self, Weights};
 use crate::Node;
 use crate::RuntimeError;
@@ -33,13 +33,13 @@ pub struct SeqInput<'a> {
 /// Logits of the requested nodes of one input.
 #[derive(Clone, Debug, Default)]
 pub struct Logits {
-    vocab: usize,
+    pub(crate) vocab: usize,
     /// The nodes with logits: `Want` asks for all, the last or none, always a range.
-    nodes: Range<usize>,
+    pub(crate) nodes: Range<usize>,
     /// The whole forward's logits, shared by its inputs (a batch is not copied apart);
     /// this input's rows start at row `first`.
-    data: Arc<Vec<f32>>,
-    first: usize,
+    pub(crate) data: Arc<Vec<f32>>,
+    pub(crate) first: usize,
 }
 
 impl Logits {
@@ -77,13 +77,6 @@ struct Scratch {
 
 thread_local! {
     static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::new(Scratch::default());
-}
-
-/// Per-row bookkeeping of one forward.
-struct RowInfo {
-    item: usize,
-    node: usize,
-    pos: usize,
 }
 
 impl Model {
@@ -134,24 +127,11 @@ impl Model {
     pub fn forward(&self, inputs: &mut [SeqInput<'_>]) -> Result<Vec<Logits>, RuntimeError> {
         let cfg = &self.config;
         let (h, qd, kvd) = (cfg.hidden, cfg.q_dim(), cfg.kv_dim());
-        let mut rows = Vec::new();
-        let mut paths = Vec::new();
-        // Each input's rows are contiguous: input i's node j is row input_rows[i].start + j.
-        let mut input_rows = Vec::with_capacity(inputs.len());
-        for (item, input) in inputs.iter_mut().enumerate() {
-            input_rows.push(rows.len()..rows.len() + input.nodes.len());
-            let node_paths = tree::paths(input.nodes, cfg.vocab)?;
-            input.seq.reserve(input.nodes.len())?;
-            let base = input.seq.len();
-            for (node, p) in node_paths.into_iter().enumerate() {
-                rows.push(RowInfo {
-                    item,
-                    node,
-                    pos: base + p.len() - 1,
-                });
-                paths.push(p);
-            }
-        }
+        let Batch {
+            rows,
+            paths,
+            input_rows,
+        } = Batch::plan(inputs, cfg.vocab)?;
         let n = rows.len();
         let mut x = vec![0f32; n * h];
         for (r, info) in rows.iter().enumerate() {
@@ -193,9 +173,7 @@ impl Model {
             self.matmul(&layer.down, &act, n, &mut qrows, &mut proj)?;
             x.iter_mut().zip(&proj).for_each(|(x, p)| *x += p);
         }
-        for input in inputs.iter_mut() {
-            input.seq.set_pending(input.nodes);
-        }
+        Batch::finish(inputs);
         self.head(inputs, &input_rows, &x, &mut qrows)
     }
 
@@ -207,17 +185,7 @@ impl Model {
         qrows: &mut QuantizedRows,
     ) -> Result<Vec<Logits>, RuntimeError> {
         let (h, vocab) = (self.config.hidden, self.config.vocab);
-        let wanted: Vec<Range<usize>> = inputs
-            .iter()
-            .map(|input| {
-                let n = input.nodes.len();
-                match input.want {
-                    Want::All => 0..n,
-                    Want::Last => n.saturating_sub(1)..n,
-                    Want::None => n..n,
-                }
-            })
-            .collect();
+        let wanted = Batch::wanted(inputs);
         let mut normed = Vec::new();
         for (rows, nodes) in input_rows.iter().zip(&wanted) {
             for node in nodes.clone() {
@@ -238,21 +206,7 @@ impl Model {
         if picked > 0 {
             self.matmul(&self.weights.head, &normed, picked, qrows, &mut all)?;
         }
-        let data = Arc::new(all);
-        let mut first = 0;
-        Ok(wanted
-            .into_iter()
-            .map(|nodes| {
-                let logits = Logits {
-                    vocab,
-                    first,
-                    data: Arc::clone(&data),
-                    nodes,
-                };
-                first += logits.nodes.len();
-                logits
-            })
-            .collect())
+        Ok(split_logits(wanted, all, vocab))
     }
 
     /// SwiGLU of every row, rows spread over the kernel threads (a few rows are not worth
