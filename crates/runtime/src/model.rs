@@ -347,7 +347,7 @@ impl Model {
         let scale = 1.0 / (hd as f32).sqrt();
         let base = seq.len();
         let bs = seq.key_block_stride();
-        let (kt, vg) = (&seq.k[layer][g], &seq.v[layer][g]);
+        let tail = seq.tail_run(layer, g);
         let n = block.len();
         let m = n * group;
         let path_of = |i: usize| &paths[block.start + i];
@@ -363,11 +363,15 @@ impl Model {
             qs.extend_from_slice(&qkv[r * (qd + 2 * kvd) + g * gw..][..gw]);
         }
         // One score row per (row, head) over the prefix and every node of this forward
-        // (all contiguous positions, so one vectorized pass); each row then keeps the
-        // scores of its own path, compacted after the prefix.
+        // (all contiguous positions, so one vectorized pass per cache segment: each score
+        // is computed alone, so the segments give the bits of one pass); each row then
+        // keeps the scores of its own path, compacted after the prefix.
         let stride = base + nodes;
         scores.resize(m * stride, 0.0);
-        ops.dot_t(qs, m, hd, kt, bs, stride, scores, stride);
+        for run in seq.runs(layer, g).take_while(|r| r.start < stride) {
+            let keys = run.end.min(stride) - run.start;
+            ops.dot_t(qs, m, hd, run.k, bs, keys, &mut scores[run.start..], stride);
+        }
         inv.clear();
         for i in 0..n {
             let path = path_of(i);
@@ -385,14 +389,19 @@ impl Model {
         }
         acc.clear();
         acc.resize(m * hd, 0.0);
-        ops.weighted_sum(scores, stride, m, vg, hd, base, acc, hd);
+        // The prefix's values segment by segment: the sums run over keys in order, each
+        // segment continuing the accumulators the last one left, as one pass would.
+        for run in seq.runs(layer, g).take_while(|r| r.start < base) {
+            let keys = run.end.min(base) - run.start;
+            ops.weighted_sum(&scores[run.start..], stride, m, run.v, hd, keys, acc, hd);
+        }
         // Each row's own path: its value rows gathered, then the same in-order sums.
         for i in 0..n {
             // Never empty: a path ends at its node.
             let path = path_of(i);
             pv.clear();
             for &p in path {
-                pv.extend_from_slice(&vg[(base + p) * hd..][..hd]);
+                pv.extend_from_slice(&tail.v[(base + p - tail.start) * hd..][..hd]);
             }
             let r0 = i * group;
             ops.weighted_sum(
