@@ -6,6 +6,7 @@
 //! node's logits are bit-identical to decoding its branch one token at a time, which is
 //! what makes speculative decoding on top of this runtime exact.
 
+mod arch;
 mod batch;
 mod config;
 mod fake;
@@ -16,6 +17,7 @@ mod target;
 mod tree;
 mod weights;
 
+pub use arch::{Activation, ArchSpec, LayerSpec, OutputHead, RopeSpec};
 pub use config::{Arch, ModelConfig, RopeStyle};
 pub use fake::FakeTarget;
 pub use kv::Sequence;
