@@ -371,7 +371,7 @@ mod tests {
     }
 
     #[test]
-    fn a_prefix_continues_like_the_original() {
+    fn prefix_fork_and_branch_behave_as_on_the_model() {
         let t = FakeTarget::new(16, 64);
         let seq = prefill(&t, &[1, 2, 3, 4, 5, 6]);
         let mut cut = seq.prefix(3);
@@ -384,5 +384,18 @@ mod tests {
             }])
             .unwrap();
         assert_eq!(bits(l[0].row(0)), bits(&t.logits(&[1, 2, 3, 9])));
+        let mut seq = seq.fork();
+        let tree = tree();
+        t.forward(&mut [SeqInput {
+            seq: &mut seq,
+            nodes: &tree,
+            want: Want::None,
+        }])
+        .unwrap();
+        let b = seq.branch(&[0, 3, 4]).unwrap();
+        assert!(seq.branch(&[0, 4]).is_err());
+        seq.commit(&[5]).unwrap();
+        assert_eq!(b.tokens(), &[1, 2, 3, 4, 5, 6, 3, 2, 9]);
+        assert_eq!(seq.tokens(), &[1, 2, 3, 4, 5, 6, 1]);
     }
 }
