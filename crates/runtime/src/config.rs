@@ -4,7 +4,8 @@ use specdec_gguf::GgufFile;
 
 use crate::RuntimeError;
 
-/// The architectures whose forward this runtime implements.
+/// The architectures whose forward this runtime implements (each described by its file
+/// in `arch/`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Arch {
     /// `llama`: SmolLM2, Llama 2/3, Mistral.
@@ -43,14 +44,11 @@ pub struct ModelConfig {
 impl ModelConfig {
     pub fn from_gguf(f: &GgufFile) -> Result<Self, RuntimeError> {
         let arch_name = f.get_str("general.architecture")?.to_string();
-        let arch = match arch_name.as_str() {
-            "llama" | "mistral" => Arch::Llama,
-            "qwen2" => Arch::Qwen2,
-            other => {
-                return Err(RuntimeError::Unsupported(format!(
-                    "architecture `{other}` (supported: llama, mistral, qwen2)"
-                )))
-            }
+        let Some(family) = crate::arch::by_name(&arch_name) else {
+            return Err(RuntimeError::Unsupported(format!(
+                "architecture `{arch_name}` (supported: {})",
+                crate::arch::supported_names()
+            )));
         };
         let key = |k: &str| format!("{arch_name}.{k}");
         let int = |k: &str| -> Result<usize, RuntimeError> { Ok(f.get_u64(&key(k))? as usize) };
@@ -100,7 +98,7 @@ impl ModelConfig {
             .unwrap_or(&arch_name)
             .to_string();
         Ok(ModelConfig {
-            arch,
+            arch: family.arch,
             name,
             n_layers,
             hidden,
@@ -112,12 +110,32 @@ impl ModelConfig {
             context_length,
             rope_base,
             rope_dims,
-            rope_style: match arch {
-                Arch::Llama => RopeStyle::Interleaved,
-                Arch::Qwen2 => RopeStyle::NeoX,
-            },
+            rope_style: family.rope_style,
             rms_eps,
         })
+    }
+
+    /// A configuration with a vocabulary and a context but no transformer layers, for
+    /// stand-in targets such as [`crate::FakeTarget`]: its sequences hold no keys or
+    /// values. The layer fields are zero (one head of size zero) and the architecture
+    /// fields take Llama's conventions; nothing reads them without layers.
+    pub fn without_layers(name: impl Into<String>, vocab: usize, context_length: usize) -> Self {
+        ModelConfig {
+            arch: Arch::Llama,
+            name: name.into(),
+            n_layers: 0,
+            hidden: 0,
+            n_heads: 1,
+            n_kv_heads: 1,
+            head_dim: 0,
+            ffn: 0,
+            vocab,
+            context_length,
+            rope_base: 10000.0,
+            rope_dims: 0,
+            rope_style: RopeStyle::Interleaved,
+            rms_eps: 1e-5,
+        }
     }
 
     pub fn q_dim(&self) -> usize {

@@ -1,4 +1,5 @@
-//! Per-sequence KV cache with a scratch area for draft nodes and commit.
+//! Per-sequence KV cache with a scratch area for draft nodes, commit, and copy-on-write
+//! forks.
 //!
 //! Positions `0..len` hold the committed tokens in order. A forward writes its nodes' keys
 //! and values at the scratch positions `len..len + nodes` (node j at `len + j`); `commit`
@@ -11,22 +12,77 @@
 //! attention scores vectorize across positions and growing the cache only appends blocks;
 //! values are stored by position (`[capacity][head_dim]`) so weighted sums vectorize
 //! across elements.
+//!
+//! # Segments and forks
+//!
+//! The positions live in *segments*: runs of whole key blocks, each behind an `Arc`. The
+//! last segment, the *tail*, is where a sequence writes; the earlier ones are frozen, and
+//! each is read up to where the next begins. A sequence that never forks has one segment,
+//! its tail, grown in place as before. A fork (`fork`, `clone`, `prefix`, `branch`)
+//! shares every segment, the tail included, without copying. Nothing shared is ever
+//! written: a sequence about to write to a shared tail first *splits* it, keeping the
+//! shared segment frozen up to its last whole committed block and writing from there on
+//! to a new tail of its own, into which the partial last block (and any scratch rows
+//! still needed) is copied. A shared tail with fewer than [`MIN_SHARED_BLOCKS`] whole
+//! committed blocks is copied whole instead, so chains of forks do not fragment the
+//! cache into many tiny segments. Attention reads a sequence segment by segment with the
+//! same per-score and per-value operations, in the same order, as over one buffer, so a
+//! fork's logits are bit-identical to a full copy's.
+
+use std::sync::Arc;
 
 use specdec_kernels::kt_index;
 
 use crate::RuntimeError;
 
+/// Positions per key block.
+const BLOCK: usize = 16;
+
+/// A shared tail is split (its whole committed blocks kept shared) only from this many
+/// blocks on; a shorter one is copied into the new tail.
+pub(crate) const MIN_SHARED_BLOCKS: usize = 4;
+
+/// Positions `start..start + cap` of every layer and KV head; `start` is a multiple of 16.
+struct Segment {
+    start: usize,
+    cap: usize,
+    /// Per layer and KV head (`layer * n_kv + head`), keys in blocks: element d of
+    /// position p at `kt_index(p - start, d, head_dim * 16)`.
+    k: Vec<Vec<f32>>,
+    /// Per layer and KV head, values by position: element d of position p at
+    /// `(p - start) * head_dim + d`.
+    v: Vec<Vec<f32>>,
+}
+
+impl Segment {
+    fn end(&self) -> usize {
+        self.start + self.cap
+    }
+}
+
+/// Positions `start..end` of one layer and KV head, stored contiguously: element d of
+/// position p's key at `kt_index(p - start, d, stride)`, of its value at
+/// `(p - start) * head_dim + d`.
+pub(crate) struct Run<'a> {
+    pub start: usize,
+    pub end: usize,
+    pub k: &'a [f32],
+    pub v: &'a [f32],
+}
+
 /// One sequence's cache and its bookkeeping.
+///
+/// `Clone` is a [`fork`](Sequence::fork): the copy shares the cache and either side's
+/// later writes leave the other unchanged.
 #[derive(Clone)]
 pub struct Sequence {
-    /// Per layer and KV head, keys in blocks: element d of position p at
-    /// `kt_index(p, d, head_dim * 16)`.
-    pub(crate) k: Vec<Vec<Vec<f32>>>,
-    /// Per layer and KV head, values by position: element d of position p at
-    /// `p * head_dim + d`.
-    pub(crate) v: Vec<Vec<Vec<f32>>>,
-    /// Positions allocated.
-    cap: usize,
+    /// Frozen segments in position order; each is read up to the next one's start (the
+    /// last one up to the tail's).
+    frozen: Vec<Arc<Segment>>,
+    /// The segment holding the partial last block and the scratch rows; written only
+    /// while this sequence holds it alone. Its start is at most the committed length.
+    tail: Arc<Segment>,
+    n_kv: usize,
     head_dim: usize,
     max_len: usize,
     /// The last forward's nodes, to check commits against and take tokens from.
@@ -38,9 +94,14 @@ pub struct Sequence {
 impl Sequence {
     pub(crate) fn new(n_layers: usize, n_kv: usize, head_dim: usize, max_len: usize) -> Self {
         Sequence {
-            k: vec![vec![Vec::new(); n_kv]; n_layers],
-            v: vec![vec![Vec::new(); n_kv]; n_layers],
-            cap: 0,
+            frozen: Vec::new(),
+            tail: Arc::new(Segment {
+                start: 0,
+                cap: 0,
+                k: vec![Vec::new(); n_layers * n_kv],
+                v: vec![Vec::new(); n_layers * n_kv],
+            }),
+            n_kv,
             head_dim,
             max_len,
             pending: Vec::new(),
@@ -67,47 +128,140 @@ impl Sequence {
         self.max_len
     }
 
-    /// Makes room for `extra` scratch positions after the committed prefix.
+    /// Floats of one position's keys and values over every layer and KV head.
+    fn floats_per_position(&self) -> usize {
+        2 * self.tail.k.len() * self.head_dim
+    }
+
+    /// Makes room for `extra` scratch positions after the committed prefix, in a tail
+    /// this sequence holds alone.
     pub(crate) fn reserve(&mut self, extra: usize) -> Result<(), RuntimeError> {
-        let need = self.len() + extra;
+        let len = self.len();
+        let need = len + extra;
         if need > self.max_len {
             return Err(RuntimeError::ContextOverflow {
                 needed: need,
                 limit: self.max_len,
             });
         }
-        if need <= self.cap {
+        if Arc::get_mut(&mut self.tail).is_none() {
+            // Shared: split, keeping the last forward's scratch rows for a commit.
+            let keep: Vec<usize> = (len..len + self.pending.len()).collect();
+            self.split_tail(&keep, need);
+        }
+        if need <= self.tail.end() {
             return Ok(());
         }
         // Grow geometrically (in whole key blocks) so long generations reallocate rarely.
-        let cap = need
-            .max(self.cap * 3 / 2)
-            .max(64)
+        let start = self.tail.start;
+        let end = need
+            .max(start + self.tail.cap * 3 / 2)
+            .max(start + 64)
             .min(self.max_len)
-            .next_multiple_of(16);
+            .next_multiple_of(BLOCK);
         let d = self.head_dim;
-        for buf in self.k.iter_mut().chain(self.v.iter_mut()).flatten() {
-            buf.resize(d * cap, 0.0);
+        let tail = Arc::get_mut(&mut self.tail).expect("the tail was made unique above");
+        tail.cap = end - start;
+        for buf in tail.k.iter_mut().chain(tail.v.iter_mut()) {
+            let floats = d * tail.cap;
+            buf.reserve_exact(floats - buf.len());
+            buf.resize(floats, 0.0);
         }
-        self.cap = cap;
         Ok(())
+    }
+
+    /// Replaces a shared tail with one this sequence holds alone, covering positions up to
+    /// at least `need`: the committed partial block is copied to it, then the positions
+    /// `keep` (scratch rows, in order) to `len`, `len + 1`, ... The shared tail stays as a
+    /// frozen segment up to the last whole committed block, unless it holds fewer than
+    /// [`MIN_SHARED_BLOCKS`] of them (then it is copied from its start).
+    fn split_tail(&mut self, keep: &[usize], need: usize) {
+        let len = self.len();
+        let old = Arc::clone(&self.tail);
+        let cut = len / BLOCK * BLOCK;
+        let start = if cut - old.start >= MIN_SHARED_BLOCKS * BLOCK {
+            self.frozen.push(Arc::clone(&old));
+            cut
+        } else {
+            old.start
+        };
+        let cap = need.max(len + keep.len()).next_multiple_of(BLOCK) - start;
+        let (d, bs) = (self.head_dim, self.key_block_stride());
+        let mut new = Segment {
+            start,
+            cap,
+            k: vec![vec![0.0; d * cap]; old.k.len()],
+            v: vec![vec![0.0; d * cap]; old.v.len()],
+        };
+        let moves = (start..len)
+            .map(|p| (p, p))
+            .chain(keep.iter().enumerate().map(|(i, &src)| (src, len + i)));
+        for (src, dst) in moves {
+            let (s, t) = (src - old.start, dst - start);
+            for (nk, ok) in new.k.iter_mut().zip(&old.k) {
+                for e in 0..d {
+                    nk[kt_index(t, e, bs)] = ok[kt_index(s, e, bs)];
+                }
+            }
+            for (nv, ov) in new.v.iter_mut().zip(&old.v) {
+                nv[t * d..(t + 1) * d].copy_from_slice(&ov[s * d..(s + 1) * d]);
+            }
+        }
+        self.tail = Arc::new(new);
     }
 
     /// Floats between consecutive key blocks.
     pub(crate) fn key_block_stride(&self) -> usize {
-        self.head_dim * 16
+        self.head_dim * BLOCK
     }
 
-    /// Stores the key and value (all KV heads, `n_kv × head_dim` each) of position `pos`.
+    /// The positions of layer `layer`, KV head `g`, segment by segment in order: frozen
+    /// segments up to where the next begins, then the whole tail (scratch rows included).
+    pub(crate) fn runs(&self, layer: usize, g: usize) -> impl Iterator<Item = Run<'_>> {
+        let b = layer * self.n_kv + g;
+        let ends = self
+            .frozen
+            .iter()
+            .skip(1)
+            .chain([&self.tail])
+            .map(|s| s.start);
+        self.frozen
+            .iter()
+            .zip(ends)
+            .map(move |(s, end)| Run {
+                start: s.start,
+                end,
+                k: &s.k[b],
+                v: &s.v[b],
+            })
+            .chain([self.tail_run(layer, g)])
+    }
+
+    /// The tail of layer `layer`, KV head `g`: every scratch row lies in it.
+    pub(crate) fn tail_run(&self, layer: usize, g: usize) -> Run<'_> {
+        let b = layer * self.n_kv + g;
+        Run {
+            start: self.tail.start,
+            end: self.tail.end(),
+            k: &self.tail.k[b],
+            v: &self.tail.v[b],
+        }
+    }
+
+    /// Stores the key and value (all KV heads, `n_kv × head_dim` each) of position `pos`,
+    /// a scratch row of the last `reserve`.
     pub(crate) fn write(&mut self, layer: usize, pos: usize, key: &[f32], value: &[f32]) {
-        let (hd, bs) = (self.head_dim, self.key_block_stride());
-        for (g, kg) in self.k[layer].iter_mut().enumerate() {
+        let (hd, bs, n_kv) = (self.head_dim, self.key_block_stride(), self.n_kv);
+        let tail = Arc::get_mut(&mut self.tail).expect("reserve makes the tail unique");
+        let p = pos - tail.start;
+        let heads = layer * n_kv..(layer + 1) * n_kv;
+        for (g, kg) in tail.k[heads.clone()].iter_mut().enumerate() {
             for (d, &x) in key[g * hd..(g + 1) * hd].iter().enumerate() {
-                kg[kt_index(pos, d, bs)] = x;
+                kg[kt_index(p, d, bs)] = x;
             }
         }
-        for (g, vg) in self.v[layer].iter_mut().enumerate() {
-            vg[pos * hd..(pos + 1) * hd].copy_from_slice(&value[g * hd..(g + 1) * hd]);
+        for (g, vg) in tail.v[heads].iter_mut().enumerate() {
+            vg[p * hd..(p + 1) * hd].copy_from_slice(&value[g * hd..(g + 1) * hd]);
         }
     }
 
@@ -129,24 +283,42 @@ impl Sequence {
             }
             prev = Some(j as u32);
         }
-        let (d, bs) = (self.head_dim, self.key_block_stride());
         let base = self.len();
-        for (depth, &j) in path.iter().enumerate() {
-            if j != depth {
-                let (src, dst) = (base + j, base + depth);
-                for k in self.k.iter_mut().flatten() {
-                    for e in 0..d {
-                        k[kt_index(dst, e, bs)] = k[kt_index(src, e, bs)];
-                    }
-                }
-                for v in self.v.iter_mut().flatten() {
-                    v.copy_within(src * d..(src + 1) * d, dst * d);
-                }
+        let moves = path.iter().enumerate().any(|(depth, &j)| j != depth);
+        if moves {
+            if Arc::get_mut(&mut self.tail).is_some() {
+                self.gather_in_place(path);
+            } else {
+                // Shared (a fork or branch took the scratch rows along): the path goes
+                // straight to a tail of our own.
+                let keep: Vec<usize> = path.iter().map(|&j| base + j).collect();
+                self.split_tail(&keep, base + path.len());
             }
+        }
+        for &j in path {
             self.tokens.push(self.pending[j].token);
         }
         self.pending.clear();
         Ok(())
+    }
+
+    fn gather_in_place(&mut self, path: &[usize]) {
+        let (d, bs) = (self.head_dim, self.key_block_stride());
+        let base = self.len();
+        let tail = Arc::get_mut(&mut self.tail).expect("checked by the caller");
+        for (depth, &j) in path.iter().enumerate() {
+            if j != depth {
+                let (src, dst) = (base + j - tail.start, base + depth - tail.start);
+                for k in tail.k.iter_mut() {
+                    for e in 0..d {
+                        k[kt_index(dst, e, bs)] = k[kt_index(src, e, bs)];
+                    }
+                }
+                for v in tail.v.iter_mut() {
+                    v.copy_within(src * d..(src + 1) * d, dst * d);
+                }
+            }
+        }
     }
 
     /// Commits every node of the last forward, which must have been a single chain.
@@ -155,38 +327,134 @@ impl Sequence {
         self.commit(&path)
     }
 
-    /// A copy holding only the first `len` committed tokens, for a request that shares
-    /// that prefix: it continues exactly as this sequence would have from there.
-    pub fn prefix(&self, len: usize) -> Sequence {
-        let len = len.min(self.len());
-        // Whole key blocks; `self.cap` is a multiple of 16 and at least `len`.
-        let cap = len.next_multiple_of(16).min(self.cap);
-        let floats = self.head_dim * cap;
-        let copy = |bufs: &Vec<Vec<Vec<f32>>>| -> Vec<Vec<Vec<f32>>> {
-            bufs.iter()
-                .map(|layer| layer.iter().map(|b| b[..floats].to_vec()).collect())
-                .collect()
-        };
-        Sequence {
-            k: copy(&self.k),
-            v: copy(&self.v),
-            cap,
-            head_dim: self.head_dim,
-            max_len: self.max_len,
-            pending: Vec::new(),
-            tokens: self.tokens[..len].to_vec(),
-        }
+    /// A sequence sharing this one's cache (copy-on-write): it continues exactly as this
+    /// one would, and writing to either never changes the other. Nothing is copied now;
+    /// each side's first write copies at most the partial last block (and the last
+    /// forward's scratch rows it still needs). The fork keeps the last forward's nodes, so
+    /// either side may commit any path of it.
+    pub fn fork(&self) -> Sequence {
+        self.clone()
     }
 
-    /// Bytes of cache memory this sequence holds.
+    /// A fork that commits the last forward's nodes `path` (a root-to-node chain, as for
+    /// [`commit`](Sequence::commit)). Call it before committing this sequence, once per
+    /// branch to keep: beam search continues several children of one forward this way.
+    pub fn branch(&self, path: &[usize]) -> Result<Sequence, RuntimeError> {
+        let mut b = self.fork();
+        b.commit(path)?;
+        Ok(b)
+    }
+
+    /// A fork holding only the first `len` committed tokens, for a request that shares
+    /// that prefix: it continues exactly as this sequence would have from there. It shares
+    /// the cache's blocks rather than copying them.
+    pub fn prefix(&self, len: usize) -> Sequence {
+        let mut s = self.fork();
+        s.truncate(len);
+        s
+    }
+
+    /// Bytes of cache memory attributed to this sequence: a segment it holds alone counts
+    /// whole (its allocation, growth headroom included); a segment it shares with other
+    /// sequences counts only the blocks this sequence reads (for the tail, up to its last
+    /// committed block). So a fork reports what its history occupies, and forks of one
+    /// sequence each count the shared blocks: the memory several sequences take together
+    /// is [`Sequence::memory_bytes_of`].
     pub fn memory_bytes(&self) -> usize {
-        let per_buf = self.head_dim * self.cap * std::mem::size_of::<f32>();
-        per_buf * self.k.iter().chain(&self.v).map(Vec::len).sum::<usize>()
+        let per_position = self.floats_per_position() * std::mem::size_of::<f32>();
+        let frozen_ends = self
+            .frozen
+            .iter()
+            .skip(1)
+            .chain([&self.tail])
+            .map(|s| s.start);
+        let frozen: usize = self
+            .frozen
+            .iter()
+            .zip(frozen_ends)
+            .map(|(s, end)| {
+                if Arc::strong_count(s) == 1 {
+                    s.cap
+                } else {
+                    end - s.start
+                }
+            })
+            .sum();
+        let tail = if Arc::strong_count(&self.tail) == 1 {
+            self.tail.cap
+        } else {
+            (self.len().next_multiple_of(BLOCK) - self.tail.start).min(self.tail.cap)
+        };
+        (frozen + tail) * per_position
+    }
+
+    /// Bytes of cache memory `seqs` take together: every segment any of them holds,
+    /// counted once, at its whole allocation.
+    pub fn memory_bytes_of<'a>(seqs: impl IntoIterator<Item = &'a Sequence>) -> usize {
+        let mut seen = std::collections::HashSet::new();
+        let mut bytes = 0;
+        for s in seqs {
+            let per_position = s.floats_per_position() * std::mem::size_of::<f32>();
+            for seg in s.frozen.iter().chain([&s.tail]) {
+                if seen.insert(Arc::as_ptr(seg)) {
+                    bytes += seg.cap * per_position;
+                }
+            }
+        }
+        bytes
+    }
+
+    /// Frees the growth headroom of the segments this sequence holds alone: each keeps the
+    /// blocks it is read through (the tail: its committed blocks and the last forward's
+    /// scratch rows). Shared segments are left as they are.
+    pub fn shrink_to_fit(&mut self) {
+        let d = self.head_dim;
+        let ends: Vec<usize> = self.frozen.iter().skip(1).map(|s| s.start).collect();
+        let tail_start = self.tail.start;
+        for (seg, end) in self
+            .frozen
+            .iter_mut()
+            .zip(ends.into_iter().chain([tail_start]))
+        {
+            if let Some(s) = Arc::get_mut(seg) {
+                s.shrink(end - s.start, d);
+            }
+        }
+        let used = (self.len() + self.pending.len()).next_multiple_of(BLOCK) - tail_start;
+        if let Some(t) = Arc::get_mut(&mut self.tail) {
+            let cap = used.min(t.cap);
+            t.shrink(cap, d);
+        }
     }
 
     /// Drops committed tokens after `len` (rollback to an earlier state).
     pub fn truncate(&mut self, len: usize) {
         self.tokens.truncate(len);
         self.pending.clear();
+        // The segment holding position `len` becomes the tail again (written only once it
+        // is this sequence's alone); later segments are released.
+        let len = self.len();
+        while self.tail.start > len {
+            self.tail = self
+                .frozen
+                .pop()
+                .expect("the first segment starts at position 0");
+        }
     }
 }
+
+impl Segment {
+    fn shrink(&mut self, cap: usize, head_dim: usize) {
+        if cap >= self.cap {
+            return;
+        }
+        self.cap = cap;
+        for buf in self.k.iter_mut().chain(self.v.iter_mut()) {
+            buf.truncate(cap * head_dim);
+            buf.shrink_to_fit();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

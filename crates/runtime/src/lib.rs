@@ -6,7 +6,10 @@
 //! node's logits are bit-identical to decoding its branch one token at a time, which is
 //! what makes speculative decoding on top of this runtime exact.
 
+mod arch;
+mod batch;
 mod config;
+mod fake;
 mod kv;
 mod model;
 mod ops;
@@ -14,7 +17,9 @@ mod target;
 mod tree;
 mod weights;
 
+pub use arch::{Activation, ArchSpec, LayerSpec, OutputHead, RopeSpec};
 pub use config::{Arch, ModelConfig, RopeStyle};
+pub use fake::FakeTarget;
 pub use kv::Sequence;
 pub use model::{Logits, Model, SeqInput, Want};
 pub use specdec_kernels::{Executor, Isa};

@@ -3,7 +3,8 @@
 use specdec_gguf::{dequantize, GgmlType, GgufFile, TensorInfo};
 use specdec_kernels::{PackedMatrix, WeightFormat};
 
-use crate::config::{Arch, ModelConfig};
+use crate::arch::{ArchSpec, OutputHead};
+use crate::config::ModelConfig;
 use crate::RuntimeError;
 
 pub(crate) struct Layer {
@@ -11,8 +12,12 @@ pub(crate) struct Layer {
     /// q, k and v stacked along the output dimension.
     pub qkv: PackedMatrix,
     pub qkv_bias: Option<Vec<f32>>,
+    /// Per-head RMS norm weights of queries and keys (`head_dim` each).
+    pub qk_norm: Option<(Vec<f32>, Vec<f32>)>,
     pub o: PackedMatrix,
+    pub post_attn_norm: Option<Vec<f32>>,
     pub ffn_norm: Vec<f32>,
+    pub post_ffn_norm: Option<Vec<f32>>,
     /// gate and up stacked along the output dimension.
     pub gate_up: PackedMatrix,
     pub down: PackedMatrix,
@@ -121,7 +126,12 @@ impl Loader<'_> {
     }
 }
 
-pub(crate) fn load(file: &GgufFile, cfg: &ModelConfig) -> Result<Weights, RuntimeError> {
+/// Loads the tensors `spec` describes.
+pub(crate) fn load(
+    file: &GgufFile,
+    cfg: &ModelConfig,
+    spec: &ArchSpec,
+) -> Result<Weights, RuntimeError> {
     let l = Loader { file };
     let (h, q, kv, f) = (cfg.hidden, cfg.q_dim(), cfg.kv_dim(), cfg.ffn);
     let emb_info = l.matrix("token_embd.weight", h, cfg.vocab)?;
@@ -138,12 +148,12 @@ pub(crate) fn load(file: &GgufFile, cfg: &ModelConfig) -> Result<Weights, Runtim
         hidden: h,
     };
     let mut layers = Vec::with_capacity(cfg.n_layers);
-    for i in 0..cfg.n_layers {
+    for (i, ls) in spec.layers.iter().enumerate() {
         let name = |s: &str| format!("blk.{i}.{s}");
         let wq = l.matrix(&name("attn_q.weight"), h, q)?;
         let wk = l.matrix(&name("attn_k.weight"), h, kv)?;
         let wv = l.matrix(&name("attn_v.weight"), h, kv)?;
-        let qkv_bias = if cfg.arch == Arch::Qwen2 {
+        let qkv_bias = if ls.qkv_bias {
             let mut b = l.vector(&name("attn_q.bias"), q)?;
             b.extend(l.vector(&name("attn_k.bias"), kv)?);
             b.extend(l.vector(&name("attn_v.bias"), kv)?);
@@ -151,21 +161,34 @@ pub(crate) fn load(file: &GgufFile, cfg: &ModelConfig) -> Result<Weights, Runtim
         } else {
             None
         };
+        let hd = cfg.head_dim;
+        let qk_norm = if ls.qk_norm {
+            Some((
+                l.vector(&name("attn_q_norm.weight"), hd)?,
+                l.vector(&name("attn_k_norm.weight"), hd)?,
+            ))
+        } else {
+            None
+        };
+        let optional_norm = |on: bool, n: &str| on.then(|| l.vector(&name(n), h)).transpose();
         let gate = l.matrix(&name("ffn_gate.weight"), h, f)?;
         let up = l.matrix(&name("ffn_up.weight"), h, f)?;
         layers.push(Layer {
             attn_norm: l.vector(&name("attn_norm.weight"), h)?,
             qkv: l.stacked(&[wq, wk, wv], h)?,
             qkv_bias,
+            qk_norm,
             o: l.stacked(&[l.matrix(&name("attn_output.weight"), q, h)?], q)?,
+            post_attn_norm: optional_norm(ls.post_attn_norm, "post_attention_norm.weight")?,
             ffn_norm: l.vector(&name("ffn_norm.weight"), h)?,
+            post_ffn_norm: optional_norm(ls.post_ffn_norm, "post_ffw_norm.weight")?,
             gate_up: l.stacked(&[gate, up], h)?,
             down: l.stacked(&[l.matrix(&name("ffn_down.weight"), f, h)?], f)?,
         });
     }
-    let head_info = match file.tensor("output.weight") {
-        Some(_) => l.matrix("output.weight", h, cfg.vocab)?,
-        None => emb_info,
+    let head_info = match (spec.output, file.tensor("output.weight")) {
+        (OutputHead::OwnOrTied, Some(_)) => l.matrix("output.weight", h, cfg.vocab)?,
+        (OutputHead::OwnOrTied, None) | (OutputHead::Tied, _) => emb_info,
     };
     let rope_factors = match file.tensor("rope_freqs.weight") {
         Some(t) => Some(l.to_f32(t)?),

@@ -1,0 +1,162 @@
+//! The forward pass over token trees of one or more sequences: the public types and the
+//! layer loop. Loading, attention, the logits head and the row-wise steps are submodules;
+//! what each layer does comes from the model's architecture description (`crate::arch`).
+
+mod attention;
+mod load;
+mod logits;
+mod rows;
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use specdec_kernels::{Executor, QuantizedRows};
+
+use crate::arch::ArchSpec;
+use crate::batch::Batch;
+use crate::config::ModelConfig;
+use crate::kv::Sequence;
+use crate::ops::{Rope, RopeTable};
+use crate::weights::Weights;
+use crate::Node;
+use crate::RuntimeError;
+
+/// Which nodes of an input need logits.
+#[derive(Clone, Debug)]
+pub enum Want {
+    All,
+    Last,
+    None,
+}
+
+/// One sequence's share of a forward.
+pub struct SeqInput<'a> {
+    pub seq: &'a mut Sequence,
+    pub nodes: &'a [Node],
+    pub want: Want,
+}
+
+/// Logits of the requested nodes of one input.
+#[derive(Clone, Debug, Default)]
+pub struct Logits {
+    pub(crate) vocab: usize,
+    /// The nodes with logits: `Want` asks for all, the last or none, always a range.
+    pub(crate) nodes: Range<usize>,
+    /// The whole forward's logits, shared by its inputs (a batch is not copied apart);
+    /// this input's rows start at row `first`.
+    pub(crate) data: Arc<Vec<f32>>,
+    pub(crate) first: usize,
+}
+
+impl Logits {
+    /// The logits of node `i`, if they were requested.
+    pub fn get(&self, i: usize) -> Option<&[f32]> {
+        self.nodes
+            .contains(&i)
+            .then(|| self.row(i - self.nodes.start))
+    }
+
+    /// The logits of the `r`-th requested node.
+    pub fn row(&self, r: usize) -> &[f32] {
+        &self.data[(self.first + r) * self.vocab..][..self.vocab]
+    }
+}
+
+/// A loaded model ready to run.
+pub struct Model {
+    config: ModelConfig,
+    spec: ArchSpec,
+    weights: Weights,
+    /// One per table of `spec.ropes`.
+    ropes: Vec<Rope>,
+    exec: Executor,
+}
+
+impl Model {
+    pub fn config(&self) -> &ModelConfig {
+        &self.config
+    }
+
+    /// What each layer of this model has and does.
+    pub fn arch_spec(&self) -> &ArchSpec {
+        &self.spec
+    }
+
+    pub fn executor(&self) -> &Executor {
+        &self.exec
+    }
+
+    /// A new empty sequence.
+    pub fn new_sequence(&self) -> Sequence {
+        Sequence::new(
+            self.config.n_layers,
+            self.config.n_kv_heads,
+            self.config.head_dim,
+            self.config.context_length,
+        )
+    }
+
+    /// Evaluates every input's nodes after its committed prefix and returns the requested
+    /// logits. Node keys and values go to each sequence's scratch rows until `commit`.
+    /// A node's logits are bit-identical however the nodes are batched.
+    pub fn forward(&self, inputs: &mut [SeqInput<'_>]) -> Result<Vec<Logits>, RuntimeError> {
+        let cfg = &self.config;
+        let (h, qd, kvd) = (cfg.hidden, cfg.q_dim(), cfg.kv_dim());
+        let Batch {
+            rows,
+            paths,
+            input_rows,
+        } = Batch::plan(inputs, cfg.vocab)?;
+        let n = rows.len();
+        let mut x = vec![0f32; n * h];
+        for (r, info) in rows.iter().enumerate() {
+            let token = inputs[info.item].nodes[info.node].token;
+            let xr = &mut x[r * h..(r + 1) * h];
+            self.weights.embedding.row(token, xr)?;
+            if let Some(s) = self.spec.embedding_scale {
+                xr.iter_mut().for_each(|v| *v *= s);
+            }
+        }
+        let mut xn = vec![0f32; n * h];
+        let mut qrows = QuantizedRows::new();
+        let mut qkv = vec![0f32; n * (qd + 2 * kvd)];
+        let mut attn = vec![0f32; n * qd];
+        let mut proj = vec![0f32; n * h];
+        let mut gate_up = vec![0f32; n * 2 * cfg.ffn];
+        let mut act = vec![0f32; n * cfg.ffn];
+        let mut head_tmp = Vec::new();
+        let blocks = self.attention_blocks(&input_rows);
+        let positions = rows.iter().map(|r| r.pos + 1).max().unwrap_or(0);
+        let ropes: Vec<RopeTable<'_>> = self.ropes.iter().map(|r| r.table(positions)).collect();
+        let layers = self.weights.layers.iter().zip(&self.spec.layers);
+        for (li, (layer, spec)) in layers.enumerate() {
+            self.norm_rows(&x, &layer.attn_norm, &mut xn);
+            self.matmul(&layer.qkv, &xn, n, &mut qrows, &mut qkv)?;
+            for (r, info) in rows.iter().enumerate() {
+                let row = &mut qkv[r * (qd + 2 * kvd)..(r + 1) * (qd + 2 * kvd)];
+                if let Some(b) = &layer.qkv_bias {
+                    row.iter_mut().zip(b).for_each(|(v, b)| *v += b);
+                }
+                if let Some((qn, kn)) = &layer.qk_norm {
+                    rows::norm_heads(&mut row[..qd], qn, cfg.rms_eps, &mut head_tmp);
+                    rows::norm_heads(&mut row[qd..qd + kvd], kn, cfg.rms_eps, &mut head_tmp);
+                }
+                ropes[spec.rope].apply(&mut row[..qd + kvd], info.pos);
+                let seq = &mut *inputs[info.item].seq;
+                let slot = seq.len() + info.node;
+                seq.write(li, slot, &row[qd..qd + kvd], &row[qd + kvd..]);
+            }
+            self.attention(inputs, &rows, &blocks, &paths, li, &qkv, &mut attn)?;
+            self.matmul(&layer.o, &attn, n, &mut qrows, &mut proj)?;
+            self.add_residual(&mut x, &proj, layer.post_attn_norm.as_deref(), &mut xn);
+            self.norm_rows(&x, &layer.ffn_norm, &mut xn);
+            self.matmul(&layer.gate_up, &xn, n, &mut qrows, &mut gate_up)?;
+            self.gated_rows(spec.activation, &gate_up, &mut act)?;
+            self.matmul(&layer.down, &act, n, &mut qrows, &mut proj)?;
+            self.add_residual(&mut x, &proj, layer.post_ffn_norm.as_deref(), &mut xn);
+        }
+        drop(ropes);
+        Batch::finish(inputs);
+        self.logits_rows(inputs, &input_rows, &x, &mut qrows)
+    }
+}
