@@ -6,7 +6,7 @@
 
 use specdec_runtime::Sequence;
 
-/// Shared prefixes shorter than this are prefilled afresh (a copy would not pay).
+/// Shared prefixes shorter than this are prefilled afresh (reuse would not pay).
 const MIN_REUSE: usize = 16;
 
 struct Entry {
@@ -38,7 +38,9 @@ impl PrefixCache {
         }
     }
 
-    /// A sequence holding the longest cached prefix of `tokens`, if one is worth reusing.
+    /// A sequence holding the longest cached prefix of `tokens`, if one is worth reusing:
+    /// a fork that shares the cached blocks (copy-on-write), so a hit copies at most one
+    /// partial block.
     pub fn lookup(&mut self, tokens: &[u32]) -> Option<Sequence> {
         self.clock += 1;
         let (best, len) = self
@@ -58,8 +60,10 @@ impl PrefixCache {
     }
 
     /// Keeps a finished sequence for later requests.
-    pub fn insert(&mut self, seq: Sequence) {
+    pub fn insert(&mut self, mut seq: Sequence) {
         self.clock += 1;
+        // Drop the growth headroom first, so the entry is measured at what it keeps.
+        seq.shrink_to_fit();
         let bytes = seq.memory_bytes();
         if seq.len() < MIN_REUSE || bytes > self.max_bytes {
             return;
@@ -84,8 +88,6 @@ impl PrefixCache {
             self.entries.swap_remove(oldest);
         }
         let last_used = self.clock;
-        // Drop the growth headroom: keep exactly the committed positions.
-        let seq = seq.prefix(seq.len());
         self.entries.push(Entry { seq, last_used });
     }
 
