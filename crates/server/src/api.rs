@@ -77,6 +77,8 @@ pub struct Speculation {
     pub method: Option<String>,
     pub max_draft_tokens: Option<i64>,
     pub references: Option<Vec<String>>,
+    /// A named drafting pool (one per user group, tenant or task).
+    pub pool: Option<String>,
 }
 
 /// A request body of either endpoint. One type for both, because serde cannot combine
@@ -155,7 +157,8 @@ pub struct Usage {
 #[derive(Debug, Clone, Serialize)]
 pub struct SpeculationReport {
     pub method: &'static str,
-    /// Strict verification: the output is what plain decoding gives.
+    /// Whether a relaxed acceptance rule verified the drafts; `false` means strict
+    /// verification, so the output is what plain decoding gives.
     pub relaxed: bool,
     pub drafted_tokens: usize,
     pub accepted_tokens: usize,

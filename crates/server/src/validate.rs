@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use specdec_engine::{
-    ChatMessage, ChatTemplate, DraftMethod, GenerateRequest, ModelMeta, SamplingParams,
-    Speculation, Tokenizer,
+    ChatMessage, ChatTemplate, DraftMethod, GenerateRequest, ModelMeta, PoolName,
+    SamplingParams, Speculation, Tokenizer,
 };
 
 use crate::api::{Content, OneOrMany, PromptInput, RequestBody};
@@ -450,6 +450,12 @@ fn validate(
     for r in spec.references.iter().flatten() {
         references.push(encode_ref(r, "speculation")?);
     }
+    let pool = spec
+        .pool
+        .as_deref()
+        .map(PoolName::parse)
+        .transpose()
+        .map_err(|e| bad("speculation", format!("speculation.pool: {e}")))?;
     Ok(ValidRequest {
         gen: GenerateRequest {
             prompt,
@@ -460,6 +466,7 @@ fn validate(
                 method,
                 max_draft,
                 references,
+                pool,
                 ..Speculation::default()
             },
         },

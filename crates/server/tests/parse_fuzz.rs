@@ -128,3 +128,16 @@ fn the_valid_bodies_parse() {
         assert_eq!(r.gen.speculation.references.len(), 2);
     }
 }
+
+#[test]
+fn a_pool_name_is_parsed_at_the_edge() {
+    let mut b = valid(true);
+    b["speculation"]["pool"] = json!("users.cluster-7");
+    let r = parse(frontend(), Endpoint::Chat, &serde_json::to_vec(&b).unwrap()).unwrap();
+    assert_eq!(r.gen.speculation.pool.unwrap().as_str(), "users.cluster-7");
+    for bad in ["../etc/passwd", "", ".hidden", "a b"] {
+        b["speculation"]["pool"] = json!(bad);
+        let e = parse(frontend(), Endpoint::Chat, &serde_json::to_vec(&b).unwrap()).unwrap_err();
+        assert!(e.to_string().contains("speculation.pool"), "{bad}: {e}");
+    }
+}
