@@ -32,6 +32,12 @@ fn a_rooted_tree_walks_in_one_numbering() {
     assert!(!t.is_chain_from_root(&[0, 2]));
     assert!(!t.is_chain_from_root(&[1]));
     assert_eq!(t.check_dfs(), Ok(()));
+    assert!(t.is_rooted_at(7));
+    assert!(!t.is_rooted_at(1));
+    assert!(!TokenTree::new().is_rooted_at(7));
+    let mut forest = TokenTree::chain(&[7, 8]);
+    forest.push(9, None, d(0.5));
+    assert!(!forest.is_rooted_at(7));
 }
 
 #[test]
