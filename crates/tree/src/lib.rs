@@ -13,7 +13,7 @@ mod meta;
 mod walk;
 
 pub use meta::{Meta, Source};
-pub use walk::ancestor_chains;
+pub use walk::{ancestor_chains, chain_break};
 
 /// One token to evaluate. `parent` indexes an earlier node of the same tree; `None` means
 /// the node directly continues the sequence's committed tokens.
@@ -229,7 +229,7 @@ impl TokenTree {
 
     /// Whether `path` is a chain of this tree starting at a root.
     pub fn is_chain_from_root(&self, path: &[usize]) -> bool {
-        walk::is_chain_from_root(&self.nodes, path)
+        walk::chain_break(&self.nodes, path).is_none()
     }
 }
 
