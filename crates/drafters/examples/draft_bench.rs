@@ -100,15 +100,16 @@ fn main() {
                 times.push(t.elapsed().as_secs_f64() * 1e6);
                 std::hint::black_box(&tree);
                 // Greedy verification against the true text: walk the tree along it.
-                let mut parent = None;
+                let mut at = 0;
                 let mut accepted = 0;
-                while let Some(i) = tree.nodes.iter().position(|x| {
-                    x.parent == parent && output.get(pos + accepted) == Some(&x.token)
-                }) {
-                    parent = Some(i as u32);
+                while let Some(i) = output
+                    .get(pos + accepted)
+                    .and_then(|&t| tree.child_with(Some(at), t))
+                {
+                    at = i;
                     accepted += 1;
                 }
-                nodes += tree.len();
+                nodes += tree.drafted();
                 step += 1;
                 let c = &output[pos..(pos + accepted + 1).min(output.len())];
                 let t = Instant::now();

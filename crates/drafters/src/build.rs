@@ -1,11 +1,12 @@
-//! Building a [`DraftTree`] from scored candidates: every drafter (and the mix) proposes
-//! token sequences or nodes, identical prefixes are merged, and the tree is trimmed to the
-//! budget best-first while staying connected, then flattened in DFS order.
+//! Building a drafter's [`TokenTree`] from scored candidates: every drafter (and the mix)
+//! proposes token sequences or nodes, identical prefixes are merged, and the tree is
+//! trimmed to the budget best-first while staying connected, then emitted below its root in
+//! DFS order.
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
-use crate::tree::{DraftNode, DraftTree, Source};
+use specdec_tree::{Meta, Source, TokenTree};
 
 const NONE: u32 = u32::MAX;
 
@@ -81,7 +82,8 @@ impl TreeBuilder {
         self.nodes.is_empty()
     }
 
-    /// The child of `parent` (`None`: a root) with this token, if it exists.
+    /// The child of `parent` (`None`: a node directly below the tree's root) with this
+    /// token, if it exists.
     pub fn find(&self, parent: Option<usize>, token: u32) -> Option<usize> {
         let mut c = match parent {
             None => self.first_root,
@@ -148,17 +150,21 @@ impl TreeBuilder {
         parent
     }
 
-    /// Merges a whole draft tree, its scores scaled by `weight`; returns each of its nodes'
-    /// id here. A malformed tree (a parent index not before its child) is cut at that node.
-    pub fn add_tree(&mut self, tree: &DraftTree, weight: f32) -> Vec<usize> {
-        let mut map: Vec<usize> = Vec::with_capacity(tree.len());
-        for n in &tree.nodes {
-            let parent = match n.parent {
-                None => None,
-                Some(p) if (p as usize) < map.len() => Some(map[p as usize]),
-                Some(_) => break,
+    /// Merges a whole rooted tree (another drafter's) below this one's root, its scores
+    /// scaled by `weight`; returns each of its nodes' id here (`None` for its root). A
+    /// malformed tree (a parent index not before its child, or a second root) is cut at
+    /// that node.
+    pub fn add_tree(&mut self, tree: &TokenTree, weight: f32) -> Vec<Option<usize>> {
+        let mut map: Vec<Option<usize>> = Vec::with_capacity(tree.len());
+        for (i, (n, m)) in tree.nodes().iter().zip(tree.meta()).enumerate() {
+            let id = match n.parent {
+                None if i == 0 => None,
+                Some(p) if (p as usize) < i => {
+                    Some(self.add(map[p as usize], n.token, m.source, m.score * weight))
+                }
+                _ => break,
             };
-            map.push(self.add(parent, n.token, n.source, n.score * weight));
+            map.push(id);
         }
         map
     }
@@ -169,13 +175,13 @@ impl TreeBuilder {
         self.pins.push(id as u32);
     }
 
-    /// The best `budget` nodes (pinned first, then best-first by score among nodes whose
-    /// parent is kept), in DFS order with the higher-scored sibling first.
-    pub fn build(&mut self, budget: usize) -> DraftTree {
+    /// The tree rooted at `root` (the context's last token) holding the best `budget` nodes
+    /// below it (pinned first, then best-first by score among nodes whose parent is kept),
+    /// in DFS order with the higher-scored sibling first.
+    pub fn build(&mut self, root: u32, budget: usize) -> TokenTree {
         let n = self.nodes.len();
-        let mut out = DraftTree {
-            nodes: Vec::with_capacity(n.min(budget)),
-        };
+        let mut out = TokenTree::with_capacity(1 + n.min(budget));
+        out.push(root, None, Meta::root());
         if budget == 0 || n == 0 {
             return out;
         }
@@ -227,25 +233,20 @@ impl TreeBuilder {
         out
     }
 
-    /// Appends the kept nodes in DFS order.
-    fn emit(&mut self, out: &mut DraftTree) {
+    /// Appends the kept nodes below `out`'s root in DFS order.
+    fn emit(&mut self, out: &mut TokenTree) {
         self.stack.clear();
-        self.push_children(NONE, None);
+        self.push_children(NONE, 0);
         while let Some((i, parent)) = self.stack.pop() {
             let nd = self.nodes[i as usize];
-            let me = out.nodes.len() as u32;
-            out.nodes.push(DraftNode {
-                token: nd.token,
-                parent: if parent == NONE { None } else { Some(parent) },
-                source: nd.source,
-                score: nd.score,
-            });
-            self.push_children(i, Some(me));
+            let me = out.push(nd.token, Some(parent), Meta::drafted(nd.source, nd.score));
+            self.push_children(i, me);
         }
     }
 
-    /// Pushes the kept children of `node` so that the best is popped first.
-    fn push_children(&mut self, node: u32, out_parent: Option<u32>) {
+    /// Pushes the kept children of `node` (`NONE`: the nodes below the root), to hang below
+    /// `out_parent` in the output, so that the best is popped first.
+    fn push_children(&mut self, node: u32, out_parent: u32) {
         self.kids.clear();
         let mut c = if node == NONE {
             self.first_root
@@ -263,9 +264,16 @@ impl TreeBuilder {
             Entry(nodes[a as usize].score, a).cmp(&Entry(nodes[b as usize].score, b))
         });
         // Ascending order: the best comes last in `kids`, so push worst first.
-        let p = out_parent.unwrap_or(NONE);
         for &k in &self.kids {
-            self.stack.push((k, p));
+            self.stack.push((k, out_parent));
         }
     }
+}
+
+/// What a drafter returns when it proposes nothing: the root alone (no tree at all for an
+/// empty context).
+pub(crate) fn undrafted(context: &[u32]) -> TokenTree {
+    context
+        .last()
+        .map_or_else(TokenTree::new, |&t| TokenTree::rooted(t))
 }

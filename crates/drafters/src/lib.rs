@@ -4,6 +4,10 @@
 //! verifies the whole tree in one forward of the target model. Drafters never see logits
 //! and never touch the KV cache: they only read token ids.
 //!
+//! The tree is the shared [`TokenTree`], numbered as every part of specdec numbers it:
+//! node 0 is the context's last token (the pending one, [`Meta::root`]), drafted nodes hang
+//! below it in depth-first order ([`TokenTree::check_dfs`]).
+//!
 //! - [`ReferenceDrafter`]: LLMA copying from references, prompt and output via an n-gram
 //!   index, several occurrences merged into one tree ([`ReferenceDrafter::prompt_only`]:
 //!   prompt lookup).
@@ -26,7 +30,6 @@ mod ngram;
 mod reference;
 mod sam;
 mod suffix;
-mod tree;
 mod trie;
 mod trie_drafter;
 mod trie_io;
@@ -36,8 +39,8 @@ pub use error::DraftError;
 pub use mix::MixDrafter;
 pub use reference::{ReferenceConfig, ReferenceDrafter};
 pub use sam::{Matcher, Split, StateId, SuffixAutomaton};
+pub use specdec_tree::{Meta, Source, TokenTree};
 pub use suffix::{SuffixConfig, SuffixDrafter};
-pub use tree::{DraftNode, DraftTree, Source};
 pub use trie::{NodeId, Trie, TrieConfig};
 pub use trie_drafter::{CanStart, TrieDrafter, TrieDrafterConfig};
 
@@ -53,9 +56,11 @@ pub trait Drafter: Send {
     fn observe(&mut self, committed: &[u32]);
 
     /// Proposes continuations of `context` (prompt followed by the output so far; its
-    /// last token is the one the next forward evaluates first) with at most `budget` nodes.
-    /// Roots of the returned tree continue `context` directly.
-    fn draft(&mut self, context: &[u32], budget: usize) -> DraftTree;
+    /// last token is the one the next forward evaluates first). The tree is rooted: node 0
+    /// is `context`'s last token ([`Meta::root`]), then at most `budget` drafted nodes below
+    /// it in depth-first order, siblings with distinct tokens. An empty `context` gives an
+    /// empty tree.
+    fn draft(&mut self, context: &[u32], budget: usize) -> TokenTree;
 
     /// The request ended with this output (the drafter may learn from it).
     fn end(&mut self, output: &[u32]);
@@ -72,7 +77,7 @@ impl<D: Drafter + ?Sized> Drafter for &mut D {
     fn observe(&mut self, committed: &[u32]) {
         (**self).observe(committed)
     }
-    fn draft(&mut self, context: &[u32], budget: usize) -> DraftTree {
+    fn draft(&mut self, context: &[u32], budget: usize) -> TokenTree {
         (**self).draft(context, budget)
     }
     fn end(&mut self, output: &[u32]) {

@@ -8,10 +8,11 @@
 
 use std::sync::{Arc, Mutex};
 
-use crate::build::TreeBuilder;
+use specdec_tree::TokenTree;
+
+use crate::build::{undrafted, TreeBuilder};
 use crate::reference::ReferenceDrafter;
 use crate::suffix::SuffixDrafter;
-use crate::tree::DraftTree;
 use crate::trie::Trie;
 use crate::trie_drafter::{TrieDrafter, TrieDrafterConfig};
 use crate::Drafter;
@@ -30,23 +31,23 @@ pub struct MixDrafter {
     paths: Vec<Vec<usize>>,
 }
 
-/// The first-choice path of a tree: the best root, then the best child at every level.
-fn first_choice(tree: &DraftTree) -> Vec<usize> {
-    let n = tree.len();
-    let mut best: Vec<Option<usize>> = vec![None; n + 1]; // index n: the roots
-    for (i, node) in tree.nodes.iter().enumerate() {
+/// The first-choice path of a rooted tree: the root's best child, then the best child at
+/// every level (ties: the earliest). One pass over the nodes, not a children scan per level.
+fn first_choice(tree: &TokenTree) -> Vec<usize> {
+    let meta = tree.meta();
+    let mut best: Vec<Option<usize>> = vec![None; tree.len()];
+    for (i, node) in tree.nodes().iter().enumerate() {
         let p = match node.parent {
-            None => n,
             Some(p) if (p as usize) < i => p as usize,
-            Some(_) => continue,
+            _ => continue,
         };
-        if best[p].is_none_or(|b| node.score > tree.nodes[b].score) {
+        if best[p].is_none_or(|b| meta[i].score > meta[b].score) {
             best[p] = Some(i);
         }
     }
     let mut path = Vec::new();
-    let mut at = n;
-    while let Some(c) = best[at] {
+    let mut at = 0;
+    while let Some(c) = best.get(at).copied().flatten() {
         path.push(c);
         at = c;
     }
@@ -116,9 +117,9 @@ impl Drafter for MixDrafter {
         }
     }
 
-    fn draft(&mut self, context: &[u32], budget: usize) -> DraftTree {
+    fn draft(&mut self, context: &[u32], budget: usize) -> TokenTree {
         if budget == 0 || self.parts.is_empty() {
-            return DraftTree::default();
+            return undrafted(context);
         }
         self.builder.clear();
         self.paths.clear();
@@ -132,8 +133,7 @@ impl Drafter for MixDrafter {
             let map = self.builder.add_tree(&tree, p.weight);
             let path: Vec<usize> = first_choice(&tree)
                 .into_iter()
-                .take_while(|&i| i < map.len())
-                .map(|i| map[i])
+                .map_while(|i| map.get(i).copied().flatten())
                 .collect();
             self.paths.push(path);
             let share = if total > 0.0 {
@@ -154,7 +154,10 @@ impl Drafter for MixDrafter {
                 self.builder.pin(id);
             }
         }
-        self.builder.build(budget)
+        match context.last() {
+            Some(&root) => self.builder.build(root, budget),
+            None => TokenTree::new(),
+        }
     }
 
     fn end(&mut self, output: &[u32]) {

@@ -6,10 +6,11 @@
 //! continuations merge (agreement raises their score), longer matches and more recent
 //! occurrences score higher, so trimming to the budget keeps the most likely copies.
 
+use specdec_tree::{Source, TokenTree};
+
 use crate::build::TreeBuilder;
 use crate::context::{copy_continuation, match_confidence, sync, Sync};
 use crate::ngram::{NgramIndex, Occ};
-use crate::tree::{DraftTree, Source};
 use crate::Drafter;
 
 /// The live context (prompt + output) is indexed as this document id.
@@ -282,13 +283,16 @@ impl Drafter for ReferenceDrafter {
         }
     }
 
-    fn draft(&mut self, context: &[u32], budget: usize) -> DraftTree {
+    fn draft(&mut self, context: &[u32], budget: usize) -> TokenTree {
         match sync(&self.ctx, context) {
             Sync::Extend(from) => self.observe(&context[from..]),
             Sync::Reset => self.rebuild(context, self.prompt_len.min(context.len())),
         }
+        let Some(&root) = context.last() else {
+            return TokenTree::new();
+        };
         if budget == 0 || self.ctx.is_empty() || self.cfg.max_copy == 0 {
-            return DraftTree::default();
+            return TokenTree::rooted(root);
         }
         self.find_candidates();
         if let Some(best) = self.cands.first().filter(|c| c.len >= ANCHOR_MIN_MATCH) {
@@ -315,7 +319,7 @@ impl Drafter for ReferenceDrafter {
             let w = match_confidence(c.len, 2.0) * 0.75f32.powi(rank as i32);
             self.add_copy(c.occ.doc, c.occ.end as usize, w);
         }
-        self.builder.build(budget)
+        self.builder.build(root, budget)
     }
 
     fn end(&mut self, _output: &[u32]) {

@@ -5,10 +5,11 @@
 //! The automaton holds everything but the context's last token, so the match found is
 //! always an *earlier* occurrence, one with a continuation to copy.
 
+use specdec_tree::{Source, TokenTree};
+
 use crate::build::TreeBuilder;
 use crate::context::{copy_continuation, match_confidence, sync, Sync};
 use crate::sam::{Matcher, SuffixAutomaton};
-use crate::tree::{DraftTree, Source};
 use crate::Drafter;
 
 /// Settings of [`SuffixDrafter`].
@@ -200,13 +201,16 @@ impl Drafter for SuffixDrafter {
         }
     }
 
-    fn draft(&mut self, context: &[u32], budget: usize) -> DraftTree {
+    fn draft(&mut self, context: &[u32], budget: usize) -> TokenTree {
         match sync(&self.ctx, context) {
             Sync::Extend(from) => self.observe(&context[from..]),
             Sync::Reset => self.rebuild(context),
         }
+        let Some(&root) = context.last() else {
+            return TokenTree::new();
+        };
         if budget == 0 || self.matcher.len < self.cfg.min_match.max(1) {
-            return DraftTree::default();
+            return TokenTree::rooted(root);
         }
         self.collect_ends();
         self.builder.clear();
@@ -224,7 +228,7 @@ impl Drafter for SuffixDrafter {
         }
         // Follow the primary occurrence from now on (see `sticky`).
         self.sticky = self.ends.first().map(|&(e, _)| e);
-        self.builder.build(budget)
+        self.builder.build(root, budget)
     }
 
     fn end(&mut self, _output: &[u32]) {

@@ -12,8 +12,9 @@ use std::collections::BinaryHeap;
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use specdec_tree::{Source, TokenTree};
+
 use crate::build::TreeBuilder;
-use crate::tree::{DraftTree, Source};
 use crate::trie::{NodeId, Trie, TrieConfig};
 use crate::Drafter;
 
@@ -273,9 +274,12 @@ impl Drafter for TrieDrafter {
         }
     }
 
-    fn draft(&mut self, context: &[u32], budget: usize) -> DraftTree {
-        if budget == 0 || context.is_empty() {
-            return DraftTree::default();
+    fn draft(&mut self, context: &[u32], budget: usize) -> TokenTree {
+        let Some(&root) = context.last() else {
+            return TokenTree::new();
+        };
+        if budget == 0 {
+            return TokenTree::rooted(root);
         }
         self.builder.clear();
         let shared = Arc::clone(&self.shared);
@@ -286,7 +290,7 @@ impl Drafter for TrieDrafter {
         own.fill(&self.prompt, &mut self.builder, budget);
         out.fill(&trie, &mut self.builder, budget);
         drop(trie);
-        self.builder.build(budget)
+        self.builder.build(root, budget)
     }
 
     fn end(&mut self, output: &[u32]) {

@@ -1,7 +1,8 @@
 //! Adaptive draft size.
 //!
-//! The drafter proposes a tree up to the request's node cap; the engine keeps the subtree
-//! that maximizes expected tokens per unit of verify cost, `(1 + E[accepted]) / cost(1 + k)`.
+//! The drafter proposes a tree up to the request's node cap (drafted nodes below the
+//! pending token, the tree's root); the engine keeps the subtree that maximizes expected
+//! tokens per unit of verify cost, `(1 + E[accepted]) / cost(1 + k)`.
 //! E[accepted] sums each kept node's probability of being accepted: the product, along its
 //! path, of acceptance rates learned online per (source, confidence of the branch, depth,
 //! first-or-later sibling).
@@ -9,12 +10,12 @@
 //! expected to pay, nothing is drafted and the step is plain decoding, with an occasional
 //! small probe so a change in the text (a copied passage starting) is noticed.
 
-use specdec_drafters::{DraftTree, Source};
+use specdec_drafters::{Source, TokenTree};
 
 /// Largest forward (rows, all sequences of a batch) the cost curve tracks.
 const MAX_NODES: usize = 512;
 const DEPTHS: usize = 16;
-const SOURCES: usize = 5;
+const SOURCES: usize = 7;
 /// Buckets of the drafter's score of a branch's first node.
 const CONFIDENCES: usize = 4;
 /// Steps without drafting between probes.
@@ -141,6 +142,9 @@ fn source_index(s: Source) -> usize {
         Source::Output => 2,
         Source::Trie => 3,
         Source::Suffix => 4,
+        Source::Model => 5,
+        // Never drafted (the root is not keyed); a slot of its own all the same.
+        Source::Root => 6,
     }
 }
 
@@ -153,26 +157,29 @@ fn confidence_bucket(score: f32) -> usize {
     }
 }
 
-/// Every node's rate key, in one pass over the DFS-ordered tree: (source, confidence of
-/// its branch (the score of its depth-1 ancestor), depth) row, and whether it is its
-/// parent's first child (the lowest index among its siblings).
-fn keys(tree: &DraftTree) -> Vec<(usize, usize)> {
+/// Every drafted node's rate key, indexed by node (the root's entry is unused), in one
+/// pass over the DFS-ordered rooted tree: (source, confidence of its branch (the score of
+/// its depth-1 ancestor), depth) row, and whether it is its parent's first child (the
+/// lowest index among its siblings).
+fn keys(tree: &TokenTree) -> Vec<(usize, usize)> {
     let n = tree.len();
-    let mut depth = Vec::with_capacity(n);
-    let mut root_score = Vec::with_capacity(n);
-    // Index n stands for the context, the parent of every root.
-    let mut has_first = vec![false; n + 1];
-    let mut keys = Vec::with_capacity(n);
-    for node in &tree.nodes {
-        let (d, r, slot) = match node.parent {
-            None => (1, node.score, n),
-            Some(p) => (depth[p as usize] + 1, root_score[p as usize], p as usize),
+    let depth = tree.depths();
+    let meta = tree.meta();
+    let mut branch_score = vec![0f32; n];
+    let mut has_first = vec![false; n];
+    let mut keys = vec![(0, 0); n];
+    for i in 1..n {
+        let p = tree.parent(i).unwrap_or(0);
+        let r = if p == 0 {
+            meta[i].score
+        } else {
+            branch_score[p]
         };
-        depth.push(d);
-        root_score.push(r);
-        let first = !std::mem::replace(&mut has_first[slot], true);
-        let row = source_index(node.source) * CONFIDENCES + confidence_bucket(r);
-        keys.push((row * DEPTHS + (d - 1).min(DEPTHS - 1), usize::from(!first)));
+        branch_score[i] = r;
+        let first = !std::mem::replace(&mut has_first[p], true);
+        let row = source_index(meta[i].source) * CONFIDENCES + confidence_bucket(r);
+        let d = depth[i].max(1);
+        keys[i] = (row * DEPTHS + (d - 1).min(DEPTHS - 1), usize::from(!first));
     }
     keys
 }
@@ -294,25 +301,30 @@ impl BudgetPolicy {
     /// `load`. Alone, that maximizes this request's tokens per cost; in a batch, the
     /// batch's: `(load.expected + 1 + E) / cost(load.rows + 1 + k)`, so a draft that pays
     /// alone can be dropped when other rows already fill the forward.
+    ///
+    /// `tree` is rooted (node 0 the pending token); the root is always kept, and the kept
+    /// drafted nodes stay in their order, renumbered.
     pub fn trim(
         &mut self,
-        tree: DraftTree,
+        mut tree: TokenTree,
         ctx: usize,
         cost: &CostModel,
         load: &mut BatchLoad,
-    ) -> DraftTree {
-        if tree.is_empty() {
+    ) -> TokenTree {
+        if tree.drafted() == 0 {
             load.add(0, ctx, 0.0);
             return tree;
         }
-        let mut reach = vec![0f64; tree.len()];
-        for (i, k) in keys(&tree).into_iter().enumerate() {
-            let parent = tree.nodes[i].parent.map_or(1.0, |p| reach[p as usize]);
-            reach[i] = parent * self.rate(k);
+        // The root is reached for sure.
+        let mut reach = vec![1f64; tree.len()];
+        let keys = keys(&tree);
+        for i in 1..tree.len() {
+            let parent = tree.parent(i).map_or(1.0, |p| reach[p]);
+            reach[i] = parent * self.rate(keys[i]);
         }
-        // Best first; a parent's reach is never below its child's, and ties keep DFS
-        // order, so every prefix of this order is a connected subtree.
-        let mut order: Vec<usize> = (0..tree.len()).collect();
+        // Drafted nodes best first; a parent's reach is never below its child's, and ties
+        // keep DFS order, so every prefix of this order is a connected subtree.
+        let mut order: Vec<usize> = (1..tree.len()).collect();
         order.sort_by(|&a, &b| reach[b].total_cmp(&reach[a]).then(a.cmp(&b)));
         let base = load.expected + 1.0;
         let batch_ctx = (load.ctx_sum + ctx) / (load.rows + 1);
@@ -329,39 +341,36 @@ impl BudgetPolicy {
             self.idle_steps += 1;
             if !self.idle_steps.is_multiple_of(PROBE_EVERY) {
                 load.add(0, ctx, 0.0);
-                return DraftTree::default();
+                tree.truncate(1);
+                return tree;
             }
-            best_k = PROBE_NODES.min(tree.len());
+            best_k = PROBE_NODES.min(tree.drafted());
         } else {
             self.idle_steps = 0;
         }
         load.add(best_k, ctx, order[..best_k].iter().map(|&i| reach[i]).sum());
-        if best_k == tree.len() {
+        if best_k == tree.drafted() {
             return tree;
         }
-        // Kept nodes get their new index; the others keep the marker.
-        const DROPPED: u32 = u32::MAX;
-        let mut new_index = vec![DROPPED; tree.len()];
-        order[..best_k].iter().for_each(|&i| new_index[i] = 0);
-        let mut nodes = Vec::with_capacity(best_k);
-        for (i, n) in tree.nodes.iter().enumerate() {
-            if new_index[i] != DROPPED {
-                new_index[i] = nodes.len() as u32;
-                let mut n = *n;
-                n.parent = n.parent.map(|p| new_index[p as usize]);
-                nodes.push(n);
-            }
-        }
-        DraftTree { nodes }
+        let mut keep = vec![false; tree.len()];
+        keep[0] = true;
+        order[..best_k].iter().for_each(|&i| keep[i] = true);
+        tree.select(&keep)
     }
 
-    /// Learns from a verified tree: every node whose parent was accepted (or that hung
-    /// from the context) was offered; those on `accepted` (draft indices) were accepted.
-    pub fn observe(&mut self, tree: &DraftTree, accepted: &[usize]) {
+    /// Learns from a verified rooted tree: every drafted node whose parent was accepted
+    /// (or is the root) was offered; those on `accepted` (the verdict's node indices) were
+    /// accepted.
+    pub fn observe(&mut self, tree: &TokenTree, accepted: &[usize]) {
+        if tree.drafted() == 0 {
+            return;
+        }
         let mut on_path = vec![false; tree.len()];
+        on_path[0] = true;
         accepted.iter().for_each(|&i| on_path[i] = true);
-        for (i, k) in keys(tree).into_iter().enumerate() {
-            let offered = tree.nodes[i].parent.is_none_or(|p| on_path[p as usize]);
+        let keys = keys(tree);
+        for (i, &k) in keys.iter().enumerate().skip(1) {
+            let offered = tree.parent(i).is_none_or(|p| on_path[p]);
             if offered {
                 let (a, o) = &mut self.rates[k.0][k.1];
                 // Decay old evidence so the policy follows the text.
@@ -375,19 +384,24 @@ impl BudgetPolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use specdec_drafters::DraftNode;
+    use specdec_drafters::Meta;
 
-    fn chain(n: usize) -> DraftTree {
-        DraftTree {
-            nodes: (0..n)
-                .map(|i| DraftNode {
-                    token: i as u32,
-                    parent: i.checked_sub(1).map(|p| p as u32),
-                    source: Source::Reference,
-                    score: 0.5,
-                })
-                .collect(),
+    /// The pending token with a chain of `n` drafted nodes below it.
+    fn chain(n: usize) -> TokenTree {
+        let mut t = TokenTree::rooted(u32::MAX);
+        for i in 0..n {
+            t.push(
+                i as u32,
+                Some(i as u32),
+                Meta::drafted(Source::Reference, 0.5),
+            );
         }
+        t
+    }
+
+    /// The drafted nodes of `chain(n)` on the accepted path, in the tree's numbering.
+    fn first(n: usize) -> Vec<usize> {
+        (1..=n).collect()
     }
 
     #[test]
@@ -400,7 +414,7 @@ mod tests {
         let kept: Vec<usize> = (0..PROBE_EVERY)
             .map(|_| {
                 p.trim(chain(8), 100, &cost, &mut BatchLoad::default())
-                    .len()
+                    .drafted()
             })
             .collect();
         assert!(
@@ -408,11 +422,11 @@ mod tests {
             "{kept:?}"
         );
         for _ in 0..60 {
-            p.observe(&chain(16), &(0..16).collect::<Vec<_>>());
+            p.observe(&chain(16), &first(16));
         }
         assert!(
             p.trim(chain(16), 100, &cost, &mut BatchLoad::default())
-                .len()
+                .drafted()
                 >= 8
         );
     }
@@ -421,7 +435,7 @@ mod tests {
     fn trimming_keeps_a_connected_prefix_in_dfs_order() {
         let mut p = BudgetPolicy::new(32);
         for _ in 0..30 {
-            p.observe(&chain(4), &[0, 1]);
+            p.observe(&chain(4), &first(2));
         }
         let t = p.trim(
             chain(12),
@@ -429,8 +443,8 @@ mod tests {
             &CostModel::default(),
             &mut BatchLoad::default(),
         );
-        assert!(!t.is_empty() && t.len() < 12);
-        for (i, n) in t.nodes.iter().enumerate() {
+        assert!(t.drafted() > 0 && t.drafted() < 12);
+        for (i, n) in t.nodes().iter().enumerate() {
             assert_eq!(n.parent, i.checked_sub(1).map(|p| p as u32));
         }
     }
@@ -439,7 +453,7 @@ mod tests {
     fn a_new_request_inherits_earlier_acceptance_with_bounded_weight() {
         let mut done = BudgetPolicy::new(32);
         for _ in 0..60 {
-            done.observe(&chain(16), &(0..16).collect::<Vec<_>>());
+            done.observe(&chain(16), &first(16));
         }
         let mut memory = AcceptanceMemory::default();
         memory.learn(&done);
@@ -448,17 +462,17 @@ mod tests {
         let mut informed = BudgetPolicy::inheriting(32, &memory);
         let kept = informed.trim(chain(16), 100, &cost, &mut BatchLoad::default());
         assert!(
-            kept.len() > fresh.len(),
+            kept.drafted() > fresh.drafted(),
             "{} vs {}",
-            kept.len(),
-            fresh.len()
+            kept.drafted(),
+            fresh.drafted()
         );
         // Bounded: the request's own rejections soon turn drafting off.
         for _ in 0..40 {
             informed.observe(&chain(8), &[]);
         }
         let after = informed.trim(chain(16), 100, &cost, &mut BatchLoad::default());
-        assert!(after.len() <= PROBE_NODES, "{} nodes", after.len());
+        assert!(after.drafted() <= PROBE_NODES, "{} nodes", after.drafted());
     }
 
     #[test]
@@ -472,7 +486,7 @@ mod tests {
         let cost = CostModel::default();
         let kept = |mut p: BudgetPolicy| {
             p.trim(chain(16), 100, &cost, &mut BatchLoad::default())
-                .len()
+                .drafted()
         };
         let fresh = kept(BudgetPolicy::new(32));
         assert_eq!(kept(memories.policy("auto", 32)), fresh);

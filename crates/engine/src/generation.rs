@@ -8,10 +8,10 @@
 
 use std::time::{Duration, Instant};
 
-use specdec_drafters::{DraftTree, Drafter};
+use specdec_drafters::{Drafter, TokenTree};
 use specdec_runtime::{Logits, Node, Sequence, Want};
 use specdec_tokenizer::{StreamDecoder, Tokenizer};
-use specdec_verify::{verify_strict, Rng, VerifyTree};
+use specdec_verify::{verify_strict, Rng};
 
 use crate::budget::{BatchLoad, BudgetPolicy, CostModel};
 use crate::request::{FinishReason, GenerateOutput, GenerateRequest, Speculation};
@@ -85,12 +85,9 @@ impl Output<'_> {
 enum Plan {
     /// The next chunk of the prompt (all but its last token) goes into the cache.
     Prefill,
-    /// `[pending] + tree`, flattened: node 0 is the pending token, draft node i is i + 1.
-    Decode {
-        tree: DraftTree,
-        tokens: Vec<u32>,
-        parents: Vec<Option<u32>>,
-    },
+    /// The step's rooted tree, forwarded and verified as it is: node 0 is the pending
+    /// token, the drafted nodes hang below it.
+    Decode { tree: TokenTree },
 }
 
 /// One request being generated. Created by [`Engine::start`](crate::Engine::start).
@@ -235,31 +232,27 @@ impl<'a> Generation<'a> {
         let room = self.seq.max_len() - self.seq.len();
         let cap = self.policy.cap(remaining).min(room.saturating_sub(1));
         let t0 = Instant::now();
+        let pending = *self.context.last().expect("the prompt is not empty");
         let tree = match self.drafter.as_mut() {
             Some(d) if cap > 0 => {
                 let mut tree = d.draft(&self.context, cap);
+                if !tree.is_rooted_at(pending) {
+                    // Not a tree for this step: its nodes would not continue the pending
+                    // token, so none of it is verified.
+                    tree = TokenTree::rooted(pending);
+                }
                 // DFS order keeps every kept node's parent.
-                tree.nodes.truncate(cap);
+                tree.truncate(1 + cap);
                 self.policy.trim(tree, self.seq.len(), cost, load)
             }
             _ => {
                 load.add(0, self.seq.len(), 0.0);
-                DraftTree::default()
+                TokenTree::rooted(pending)
             }
         };
         self.stats.draft_time += t0.elapsed();
-        let pending = *self.context.last().expect("the prompt is not empty");
-        let (tokens, parents) = flatten(pending, &tree);
-        let nodes = tokens
-            .iter()
-            .zip(&parents)
-            .map(|(&token, &parent)| Node { token, parent })
-            .collect();
-        self.plan = Some(Plan::Decode {
-            tree,
-            tokens,
-            parents,
-        });
+        let nodes = tree.nodes().to_vec();
+        self.plan = Some(Plan::Decode { tree });
         Some(nodes)
     }
 
@@ -281,23 +274,15 @@ impl<'a> Generation<'a> {
         let Some(plan) = self.plan.take() else {
             return Ok(());
         };
-        let (tree, tokens, parents) = match plan {
+        let tree = match plan {
             Plan::Prefill => {
                 self.seq.commit_all()?;
                 return Ok(());
             }
-            Plan::Decode {
-                tree,
-                tokens,
-                parents,
-            } => (tree, tokens, parents),
-        };
-        let vt = VerifyTree {
-            tokens: &tokens,
-            parents: &parents,
+            Plan::Decode { tree } => tree,
         };
         let verdict = verify_strict(
-            &vt,
+            &tree,
             |i| logits.row(i),
             &self.context,
             &self.req.sampling,
@@ -306,10 +291,9 @@ impl<'a> Generation<'a> {
         let mut path = vec![0];
         path.extend(&verdict.accepted);
         self.seq.commit(&path)?;
-        let draft_accepted: Vec<usize> = verdict.accepted.iter().map(|&i| i - 1).collect();
-        self.stats.record(&tree, &draft_accepted);
-        self.policy.observe(&tree, &draft_accepted);
-        let emitted = verdict.emitted(&vt);
+        self.stats.record(&tree, &verdict.accepted);
+        self.policy.observe(&tree, &verdict.accepted);
+        let emitted = verdict.emitted(&tree);
         let before = self.context.len();
         for &t in &emitted {
             if tok.stop_ids().contains(&t) {
@@ -329,17 +313,4 @@ impl<'a> Generation<'a> {
         }
         Ok(())
     }
-}
-
-/// Node 0 is the pending token; draft node i becomes node i + 1.
-fn flatten(pending: u32, tree: &DraftTree) -> (Vec<u32>, Vec<Option<u32>>) {
-    let mut tokens = Vec::with_capacity(tree.len() + 1);
-    let mut parents = Vec::with_capacity(tree.len() + 1);
-    tokens.push(pending);
-    parents.push(None);
-    for n in &tree.nodes {
-        tokens.push(n.token);
-        parents.push(Some(n.parent.map_or(0, |p| p + 1)));
-    }
-    (tokens, parents)
 }

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use specdec_drafters::DraftTree;
+use specdec_drafters::TokenTree;
 
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SpecStats {
@@ -21,16 +21,18 @@ pub struct SpecStats {
 }
 
 impl SpecStats {
-    pub fn record(&mut self, tree: &DraftTree, accepted: &[usize]) {
+    /// Counts one decode step: its rooted tree (the drafted nodes below the root count) and
+    /// the accepted drafted nodes (the verdict's node indices).
+    pub fn record(&mut self, tree: &TokenTree, accepted: &[usize]) {
         self.steps += 1;
-        if tree.is_empty() {
+        if tree.drafted() == 0 {
             return;
         }
         self.draft_steps += 1;
-        self.drafted_tokens += tree.len();
+        self.drafted_tokens += tree.drafted();
         self.accepted_tokens += accepted.len();
-        for n in &tree.nodes {
-            *self.drafted_by_source.entry(n.source.name()).or_default() += 1;
+        for m in &tree.meta()[1..] {
+            *self.drafted_by_source.entry(m.source.name()).or_default() += 1;
         }
         for (d, &i) in accepted.iter().enumerate() {
             if self.accepted_by_position.len() <= d {
@@ -39,7 +41,7 @@ impl SpecStats {
             self.accepted_by_position[d] += 1;
             *self
                 .accepted_by_source
-                .entry(tree.nodes[i].source.name())
+                .entry(tree.meta()[i].source.name())
                 .or_default() += 1;
         }
     }

@@ -4,7 +4,7 @@
 mod common;
 
 use common::{chat, fixture};
-use specdec_drafters::{DraftNode, DraftTree, Drafter, Source};
+use specdec_drafters::{Drafter, Meta, Source, TokenTree};
 use specdec_engine::{Engine, GenerateRequest, Rng, SamplingParams};
 
 /// Drafts from a known answer (right with probability `p_right` per step) plus random
@@ -24,10 +24,10 @@ impl Drafter for Scripted {
         self.prompt_len = prompt.len();
     }
     fn observe(&mut self, _committed: &[u32]) {}
-    fn draft(&mut self, context: &[u32], budget: usize) -> DraftTree {
+    fn draft(&mut self, context: &[u32], budget: usize) -> TokenTree {
         let done = context.len() - self.prompt_len;
         let right = self.rng.next_f64() < self.p_right;
-        let mut nodes = Vec::new();
+        let mut tree = TokenTree::rooted(*context.last().unwrap());
         let chain: Vec<u32> = if right {
             self.answer
                 .iter()
@@ -41,34 +41,23 @@ impl Drafter for Scripted {
                 .collect()
         };
         for (i, &t) in chain.iter().enumerate().take(budget) {
-            nodes.push(DraftNode {
-                token: t,
-                parent: i.checked_sub(1).map(|p| p as u32),
-                source: Source::Reference,
-                score: 1.0,
-            });
+            tree.push(t, Some(i as u32), Meta::drafted(Source::Reference, 1.0));
         }
-        while nodes.len() < budget {
-            let parent = (self.rng.next_u64() % (nodes.len() as u64 + 1)) as usize;
-            let parent = parent.checked_sub(1).map(|p| p as u32);
+        while tree.drafted() < budget {
+            let parent = (self.rng.next_u64() % tree.len() as u64) as usize;
             let token = (self.rng.next_u64() % 49152) as u32;
-            if nodes.iter().any(|n| n.parent == parent && n.token == token) {
+            if tree.child_with(Some(parent), token).is_some() {
                 continue;
             }
-            // Keep DFS order valid by appending leaves only under the last chain node or
-            // as new roots.
-            let parent = parent.filter(|&p| p as usize == nodes.len() - 1);
-            if nodes.iter().any(|n| n.parent == parent && n.token == token) {
+            // Keep DFS order valid by appending leaves only under the last node or directly
+            // below the root.
+            let parent = if parent == tree.len() - 1 { parent } else { 0 };
+            if tree.child_with(Some(parent), token).is_some() {
                 continue;
             }
-            nodes.push(DraftNode {
-                token,
-                parent,
-                source: Source::Trie,
-                score: 0.1,
-            });
+            tree.push(token, Some(parent as u32), Meta::drafted(Source::Trie, 0.1));
         }
-        DraftTree { nodes }
+        tree
     }
     fn end(&mut self, _output: &[u32]) {}
 }

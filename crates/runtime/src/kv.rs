@@ -273,15 +273,12 @@ impl Sequence {
     /// Keeps the last forward's nodes `path` (a chain: the first a root, each next one a
     /// child of the previous) as committed tokens and drops every other node.
     pub fn commit(&mut self, path: &[usize]) -> Result<(), RuntimeError> {
-        let mut prev: Option<u32> = None;
-        for &j in path {
-            let ok = j < self.pending.len() && self.pending[j].parent == prev;
-            if !ok {
-                return Err(RuntimeError::BadCommit(format!(
-                    "node {j} is not a child of {prev:?} in the last forward"
-                )));
-            }
-            prev = Some(j as u32);
+        if let Some(k) = specdec_tree::chain_break(&self.pending, path) {
+            let prev = k.checked_sub(1).map(|i| path[i]);
+            return Err(RuntimeError::BadCommit(format!(
+                "node {} is not a child of {prev:?} in the last forward",
+                path[k]
+            )));
         }
         let base = self.len();
         let moves = path.iter().enumerate().any(|(depth, &j)| j != depth);

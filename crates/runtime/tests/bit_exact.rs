@@ -6,6 +6,7 @@ use std::sync::OnceLock;
 
 use rand::{Rng, SeedableRng};
 use specdec_runtime::{Executor, Model, Node, SeqInput, Sequence, Want};
+use specdec_tree::ancestor_chains;
 
 fn model() -> &'static Model {
     static M: OnceLock<Model> = OnceLock::new();
@@ -72,16 +73,6 @@ fn random_tree(rng: &mut impl Rng, n: usize) -> Vec<Node> {
     nodes
 }
 
-fn branch(nodes: &[Node], mut i: usize) -> Vec<usize> {
-    let mut path = vec![i];
-    while let Some(p) = nodes[i].parent {
-        i = p as usize;
-        path.push(i);
-    }
-    path.reverse();
-    path
-}
-
 #[test]
 fn tree_nodes_match_decoding_their_branch_one_token_at_a_time() {
     let m = model();
@@ -100,8 +91,9 @@ fn tree_nodes_match_decoding_their_branch_one_token_at_a_time() {
             .unwrap();
         // Check every leaf's branch (covers every node).
         let is_leaf = |i: usize| !tree.iter().any(|x| x.parent == Some(i as u32));
+        let branches = ancestor_chains(&tree).unwrap();
         for leaf in (0..n).filter(|&i| is_leaf(i)) {
-            let path = branch(&tree, leaf);
+            let path = &branches[leaf];
             let toks: Vec<u32> = path.iter().map(|&j| tree[j].token).collect();
             let mut s = base.clone();
             let seq_logits = sequential(m, &mut s, &toks);
@@ -124,7 +116,7 @@ fn after_committing_a_path_the_next_forward_matches_sequential() {
     let base = prefill(m, &p);
     let tree = random_tree(&mut rng, 40);
     let leaf = tree.len() - 1;
-    let path = branch(&tree, leaf);
+    let path = ancestor_chains(&tree).unwrap().swap_remove(leaf);
     let mut seq = base.clone();
     m.forward(&mut [SeqInput {
         seq: &mut seq,

@@ -13,7 +13,7 @@ mod meta;
 mod walk;
 
 pub use meta::{Meta, Source};
-pub use walk::ancestor_chains;
+pub use walk::{ancestor_chains, chain_break};
 
 /// One token to evaluate. `parent` indexes an earlier node of the same tree; `None` means
 /// the node directly continues the sequence's committed tokens.
@@ -84,6 +84,14 @@ impl TokenTree {
         TokenTree::default()
     }
 
+    /// An empty tree with room for `nodes` nodes.
+    pub fn with_capacity(nodes: usize) -> Self {
+        TokenTree {
+            nodes: Vec::with_capacity(nodes),
+            meta: Vec::with_capacity(nodes),
+        }
+    }
+
     /// A tree holding only its root, the pending token.
     pub fn rooted(pending: u32) -> Self {
         let mut t = TokenTree::new();
@@ -118,6 +126,17 @@ impl TokenTree {
     /// Nodes other than the root of a rooted tree: what a drafter proposed.
     pub fn drafted(&self) -> usize {
         self.nodes.len().saturating_sub(1)
+    }
+
+    /// Whether this is a decode step's tree for `pending`: node 0 is `pending` with no
+    /// parent and every other node hangs below some earlier node, so below the root.
+    pub fn is_rooted_at(&self, pending: u32) -> bool {
+        self.nodes.first()
+            == Some(&Node {
+                token: pending,
+                parent: None,
+            })
+            && self.nodes[1..].iter().all(|n| n.parent.is_some())
     }
 
     pub fn nodes(&self) -> &[Node] {
@@ -210,7 +229,7 @@ impl TokenTree {
 
     /// Whether `path` is a chain of this tree starting at a root.
     pub fn is_chain_from_root(&self, path: &[usize]) -> bool {
-        walk::is_chain_from_root(&self.nodes, path)
+        walk::chain_break(&self.nodes, path).is_none()
     }
 }
 

@@ -1,6 +1,6 @@
 use proptest::prelude::*;
 
-use crate::{ancestor_chains, Meta, Source, TokenTree, TreeError};
+use crate::{ancestor_chains, chain_break, Meta, Source, TokenTree, TreeError};
 
 fn d(score: f32) -> Meta {
     Meta::drafted(Source::Trie, score)
@@ -31,7 +31,16 @@ fn a_rooted_tree_walks_in_one_numbering() {
     assert!(t.is_chain_from_root(&[0, 1, 2]));
     assert!(!t.is_chain_from_root(&[0, 2]));
     assert!(!t.is_chain_from_root(&[1]));
+    assert_eq!(chain_break(t.nodes(), &[0, 1, 4]), Some(2));
+    assert_eq!(chain_break(t.nodes(), &[0, 9]), Some(1));
+    assert_eq!(chain_break(t.nodes(), &[]), None);
     assert_eq!(t.check_dfs(), Ok(()));
+    assert!(t.is_rooted_at(7));
+    assert!(!t.is_rooted_at(1));
+    assert!(!TokenTree::new().is_rooted_at(7));
+    let mut forest = TokenTree::chain(&[7, 8]);
+    forest.push(9, None, d(0.5));
+    assert!(!forest.is_rooted_at(7));
 }
 
 #[test]

@@ -62,12 +62,15 @@ pub(crate) fn path_to(nodes: &[Node], mut node: usize) -> Vec<usize> {
     path
 }
 
-pub(crate) fn is_chain_from_root(nodes: &[Node], path: &[usize]) -> bool {
+/// Where `path` stops being a chain from a root: the position in `path` of the first node
+/// that is not a child of the one before it (the first must be a root), or `None` when the
+/// whole of `path` is such a chain.
+pub fn chain_break(nodes: &[Node], path: &[usize]) -> Option<usize> {
     let mut prev: Option<u32> = None;
-    path.iter().all(|&j| {
+    path.iter().position(|&j| {
         let ok = j < nodes.len() && nodes[j].parent == prev;
         prev = Some(j as u32);
-        ok
+        !ok
     })
 }
 

@@ -15,33 +15,13 @@ pub mod sampling;
 pub use rng::Rng;
 pub use rule::Acceptance;
 pub use sampling::{argmax, distribution, draw, sample, SamplingParams};
+use specdec_tree::TokenTree;
 
-/// A tree to verify: node 0 is the pending token (already emitted, not yet evaluated),
-/// every other node a drafted token whose parent precedes it.
-#[derive(Clone, Copy, Debug)]
-pub struct VerifyTree<'a> {
-    pub tokens: &'a [u32],
-    pub parents: &'a [Option<u32>],
-}
-
-impl VerifyTree<'_> {
-    /// The drafted tokens from below node 0 down to node `i` (empty for node 0): what the
-    /// target has read after the context when it computes node `i`'s logits.
-    pub fn draft_path(&self, mut i: usize) -> Vec<u32> {
-        let mut path = Vec::new();
-        while let Some(p) = self.parents[i] {
-            path.push(self.tokens[i]);
-            i = p as usize;
-        }
-        path.reverse();
-        path
-    }
-}
-
-/// The outcome of verifying one tree.
+/// The outcome of verifying one tree (node indices are the tree's: node 0 is the pending
+/// token, already emitted and not yet evaluated; drafted nodes hang below it).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Verdict {
-    /// Accepted draft nodes, root to leaf (never includes node 0).
+    /// Accepted drafted nodes, from below the root down to a leaf (never node 0).
     pub accepted: Vec<usize>,
     /// The target's own token after the last accepted node.
     pub bonus: u32,
@@ -49,25 +29,23 @@ pub struct Verdict {
 
 impl Verdict {
     /// The tokens this step emits: the accepted drafts, then the bonus.
-    pub fn emitted(&self, tree: &VerifyTree<'_>) -> Vec<u32> {
-        let mut out: Vec<u32> = self.accepted.iter().map(|&i| tree.tokens[i]).collect();
+    pub fn emitted(&self, tree: &TokenTree) -> Vec<u32> {
+        let mut out: Vec<u32> = self.accepted.iter().map(|&i| tree.token(i)).collect();
         out.push(self.bonus);
         out
     }
 }
 
-/// Walks `tree` from node 0: at each node `choose(node, path_tokens)` gives the target's
-/// token there; the walk descends into the child carrying that token, or stops and makes it
-/// the bonus. `path_tokens` are the tokens emitted so far in this step.
-pub fn walk(tree: &VerifyTree<'_>, mut choose: impl FnMut(usize, &[u32]) -> u32) -> Verdict {
+/// Walks `tree` from its root, node 0: at each node `choose(node, path_tokens)` gives the
+/// target's token there; the walk descends into the child carrying that token, or stops and
+/// makes it the bonus. `path_tokens` are the tokens emitted so far in this step.
+pub fn walk(tree: &TokenTree, mut choose: impl FnMut(usize, &[u32]) -> u32) -> Verdict {
     let mut node = 0usize;
     let mut accepted = Vec::new();
     let mut emitted = Vec::new();
     loop {
         let token = choose(node, &emitted);
-        let child = (node + 1..tree.tokens.len())
-            .find(|&c| tree.parents[c] == Some(node as u32) && tree.tokens[c] == token);
-        match child {
+        match tree.child_with(Some(node), token) {
             Some(c) => {
                 accepted.push(c);
                 emitted.push(token);
@@ -84,10 +62,11 @@ pub fn walk(tree: &VerifyTree<'_>, mut choose: impl FnMut(usize, &[u32]) -> u32)
 }
 
 /// Strict verification with the request's sampling parameters: greedy when the temperature
-/// is 0, else exact sampling. `context` is every token before node 0's successors (prompt +
-/// output, node 0 last), for the repetition penalty. Draws one number per emitted token.
+/// is 0, else exact sampling. `logits(i)` are the target's logits at node `i`. `context` is
+/// every token before node 0's successors (prompt + output, node 0 last), for the
+/// repetition penalty. Draws one number per emitted token.
 pub fn verify_strict<'l>(
-    tree: &VerifyTree<'_>,
+    tree: &TokenTree,
     logits: impl Fn(usize) -> &'l [f32],
     context: &[u32],
     params: &SamplingParams,

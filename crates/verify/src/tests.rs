@@ -1,5 +1,6 @@
 use super::*;
 use proptest::prelude::{prop_assert_eq, prop_oneof, proptest, Just, ProptestConfig};
+use specdec_tree::{Meta, Source};
 
 /// A deterministic fake target: logits depend only on the token path, like a real model.
 fn fake_logits(path: &[u32], vocab: usize) -> Vec<f32> {
@@ -33,25 +34,15 @@ fn speculative(
     n: usize,
     p: &SamplingParams,
     vocab: usize,
-    trees: &mut impl FnMut(&[u32]) -> Vec<(u32, Option<u32>)>,
+    trees: &mut impl FnMut(&[u32]) -> TokenTree,
 ) -> Vec<u32> {
     let mut rng = Rng::new(p.seed);
     let mut ctx = context.to_vec();
     while ctx.len() < context.len() + n {
-        let draft = trees(&ctx);
-        let mut tokens = vec![*ctx.last().unwrap()];
-        let mut parents = vec![None];
-        for (t, par) in draft {
-            tokens.push(t);
-            parents.push(Some(par.map_or(0, |q| q + 1)));
-        }
-        let tree = VerifyTree {
-            tokens: &tokens,
-            parents: &parents,
-        };
+        let tree = trees(&ctx);
         // Logits of node i: the model's view of context + the node's draft path.
-        let node_logits: Vec<Vec<f32>> = (0..tokens.len())
-            .map(|i| fake_logits(&[ctx.clone(), tree.draft_path(i)].concat(), vocab))
+        let node_logits: Vec<Vec<f32>> = (0..tree.len())
+            .map(|i| fake_logits(&[ctx.clone(), tree.tokens_below_root(i)].concat(), vocab))
             .collect();
         let v = verify_strict(&tree, |i| &node_logits[i], &ctx, p, &mut rng);
         ctx.extend(v.emitted(&tree));
@@ -59,23 +50,24 @@ fn speculative(
     ctx[context.len()..context.len() + n].to_vec()
 }
 
-fn random_draft(seed: u64, vocab: u32, n: usize, good: &[u32]) -> Vec<(u32, Option<u32>)> {
+/// A tree rooted at `pending` with `n` drafted nodes.
+fn random_draft(pending: u32, seed: u64, vocab: u32, n: usize, good: &[u32]) -> TokenTree {
     // A chain following the true continuation (when known) plus random side branches.
-    let mut out: Vec<(u32, Option<u32>)> = Vec::new();
+    let meta = Meta::drafted(Source::Trie, 0.5);
+    let mut out = TokenTree::rooted(pending);
     let mut r = Rng::new(seed);
     for (i, &g) in good.iter().take(n / 2).enumerate() {
-        out.push((g, i.checked_sub(1).map(|x| x as u32)));
+        out.push(g, Some(i as u32), meta);
     }
-    while out.len() < n {
-        let parent = if out.is_empty() || r.next_u64().is_multiple_of(3) {
-            None
+    while out.drafted() < n {
+        let parent = if out.drafted() == 0 || r.next_u64().is_multiple_of(3) {
+            0
         } else {
-            Some((r.next_u64() % out.len() as u64) as u32)
+            1 + (r.next_u64() % out.drafted() as u64) as usize
         };
         let tok = (r.next_u64() % vocab as u64) as u32;
-        let dup = out.iter().any(|&(t, p)| p == parent && t == tok);
-        if !dup {
-            out.push((tok, parent));
+        if out.child_with(Some(parent), tok).is_none() {
+            out.push(tok, Some(parent as u32), meta);
         }
     }
     out
@@ -102,7 +94,7 @@ proptest! {
             // Half the steps know part of the true continuation, so paths get accepted.
             let done = ctx.len() - context.len();
             let good: Vec<u32> = if step.is_multiple_of(2) { want[done..].to_vec() } else { vec![] };
-            random_draft(seed * 31 + step, vocab as u32, draft_len, &good)
+            random_draft(*ctx.last().unwrap(), seed * 31 + step, vocab as u32, draft_len, &good)
         });
         prop_assert_eq!(got, want);
     }
@@ -111,12 +103,11 @@ proptest! {
 #[test]
 fn greedy_walk_accepts_the_matching_branch() {
     // root -> a(1) -> b(2); root -> c(3)
-    let tokens = [0, 10, 11, 12];
-    let parents = [None, Some(0), Some(1), Some(0)];
-    let tree = VerifyTree {
-        tokens: &tokens,
-        parents: &parents,
-    };
+    let meta = Meta::drafted(Source::Trie, 0.5);
+    let mut tree = TokenTree::rooted(0);
+    tree.push(10, Some(0), meta);
+    tree.push(11, Some(1), meta);
+    tree.push(12, Some(0), meta);
     let v = walk(&tree, |node, _| match node {
         0 => 10,
         1 => 11,
@@ -147,12 +138,10 @@ fn sampling_verifier_reproduces_the_target_distribution() {
         ..Default::default()
     };
     let dist = distribution(&logits, &[], &p);
-    let tokens = [0u32, 1, 2];
-    let parents = [None, Some(0), Some(0)];
-    let tree = VerifyTree {
-        tokens: &tokens,
-        parents: &parents,
-    };
+    let meta = Meta::drafted(Source::Trie, 0.5);
+    let mut tree = TokenTree::rooted(0);
+    tree.push(1, Some(0), meta);
+    tree.push(2, Some(0), meta);
     let mut rng = Rng::new(99);
     let n = 40_000;
     let mut counts = [0f64; 4];

@@ -1,76 +1,71 @@
 //! Helpers shared by the tests.
 
-use specdec_drafters::DraftTree;
+use specdec_drafters::{Meta, TokenTree};
 
-/// Asserts the tree is well-formed and within budget.
-pub fn check_tree(tree: &DraftTree, budget: usize) {
+/// Asserts the tree is what a drafter must return for `context`: rooted at its last token
+/// (empty for an empty context), well-formed and within budget.
+pub fn check_tree(tree: &TokenTree, context: &[u32], budget: usize) {
     assert!(
-        tree.len() <= budget,
+        tree.drafted() <= budget,
         "{} nodes > budget {budget}",
-        tree.len()
+        tree.drafted()
     );
-    if let Err(e) = tree.validate() {
+    if let Err(e) = tree.check_dfs() {
         panic!("malformed tree: {e}\n{tree:?}");
+    }
+    match context.last() {
+        Some(&pending) => {
+            assert!(
+                tree.is_rooted_at(pending),
+                "not rooted at {pending}: {tree:?}"
+            );
+            assert_eq!(tree.meta()[0], Meta::root());
+        }
+        None => assert!(tree.is_empty(), "{tree:?}"),
     }
 }
 
-/// Token sequences of every root-to-leaf path.
-pub fn leaf_paths(tree: &DraftTree) -> Vec<Vec<u32>> {
-    let mut has_child = vec![false; tree.len()];
-    for n in &tree.nodes {
-        if let Some(p) = n.parent {
-            has_child[p as usize] = true;
-        }
-    }
-    (0..tree.len())
-        .filter(|&i| !has_child[i])
-        .map(|i| path_to(tree, i))
+/// Metadata of the drafted nodes (all but the root).
+pub fn drafted_meta(tree: &TokenTree) -> &[Meta] {
+    tree.meta().get(1..).unwrap_or_default()
+}
+
+/// Token sequences of every path from below the root to a leaf.
+pub fn leaf_paths(tree: &TokenTree) -> Vec<Vec<u32>> {
+    (1..tree.len())
+        .filter(|&i| tree.children(i).next().is_none())
+        .map(|i| tree.tokens_below_root(i))
         .collect()
 }
 
-/// Tokens from the root down to node `i`.
-pub fn path_to(tree: &DraftTree, i: usize) -> Vec<u32> {
-    let mut p = vec![tree.nodes[i].token];
-    let mut at = tree.nodes[i].parent;
-    while let Some(a) = at {
-        p.push(tree.nodes[a as usize].token);
-        at = tree.nodes[a as usize].parent;
-    }
-    p.reverse();
-    p
-}
-
-/// Whether `tokens` is a path from the roots.
-pub fn contains_path(tree: &DraftTree, tokens: &[u32]) -> bool {
-    let mut parent = None;
+/// Whether `tokens` is a path from below the root.
+pub fn contains_path(tree: &TokenTree, tokens: &[u32]) -> bool {
+    let mut at = 0;
     for &t in tokens {
-        match tree
-            .nodes
-            .iter()
-            .position(|n| n.parent == parent && n.token == t)
-        {
-            Some(i) => parent = Some(i as u32),
+        match tree.child_with(Some(at), t) {
+            Some(i) => at = i,
             None => return false,
         }
     }
     true
 }
 
-/// The path that takes the best-scored child at every level (ties: earliest node).
-pub fn first_choice(tree: &DraftTree) -> Vec<u32> {
+/// The path below the root that takes the best-scored child at every level (ties: earliest
+/// node).
+pub fn first_choice(tree: &TokenTree) -> Vec<u32> {
     let mut out = Vec::new();
-    let mut parent = None;
+    let mut at = 0;
     loop {
         let mut best: Option<usize> = None;
-        for (i, n) in tree.nodes.iter().enumerate() {
-            if n.parent == parent && best.is_none_or(|b| n.score > tree.nodes[b].score) {
-                best = Some(i);
+        for c in tree.children(at) {
+            if best.is_none_or(|b| tree.meta()[c].score > tree.meta()[b].score) {
+                best = Some(c);
             }
         }
         match best {
             Some(b) => {
-                out.push(tree.nodes[b].token);
-                parent = Some(b as u32);
+                out.push(tree.token(b));
+                at = b;
             }
             None => return out,
         }

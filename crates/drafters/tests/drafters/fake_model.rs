@@ -10,7 +10,7 @@ use specdec_drafters::{
     Drafter, MixDrafter, ReferenceDrafter, SuffixDrafter, Trie, TrieConfig, TrieDrafter,
     TrieDrafterConfig,
 };
-use specdec_verify::{sample, verify_strict, Rng, SamplingParams, VerifyTree};
+use specdec_verify::{sample, verify_strict, Rng, SamplingParams};
 
 use crate::common::check_tree;
 
@@ -64,23 +64,13 @@ fn speculative(
     d.begin(prompt, refs);
     while ctx.len() < prompt.len() + n {
         let tree = d.draft(&ctx, budget);
-        check_tree(&tree, budget);
-        let mut tokens = vec![*ctx.last().unwrap()];
-        let mut parents = vec![None];
-        for node in &tree.nodes {
-            tokens.push(node.token);
-            parents.push(Some(node.parent.map_or(0, |q| q + 1)));
-        }
-        let vt = VerifyTree {
-            tokens: &tokens,
-            parents: &parents,
-        };
-        let logits: Vec<Vec<f32>> = (0..tokens.len())
-            .map(|i| fake_logits(&[ctx.clone(), vt.draft_path(i)].concat()))
+        check_tree(&tree, &ctx, budget);
+        let logits: Vec<Vec<f32>> = (0..tree.len())
+            .map(|i| fake_logits(&[ctx.clone(), tree.tokens_below_root(i)].concat()))
             .collect();
-        let v = verify_strict(&vt, |i| &logits[i], &ctx, p, &mut rng);
+        let v = verify_strict(&tree, |i| &logits[i], &ctx, p, &mut rng);
         accepted += v.accepted.len();
-        let emitted = v.emitted(&vt);
+        let emitted = v.emitted(&tree);
         d.observe(&emitted);
         ctx.extend(emitted);
     }

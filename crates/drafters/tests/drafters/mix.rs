@@ -8,8 +8,8 @@ use specdec_drafters::*;
 
 use crate::common::{check_tree, contains_path, first_choice};
 
-/// A drafter that always proposes the same tree.
-struct Fixed(DraftTree);
+/// A drafter that always proposes the same tree (below whatever root `context` gives).
+struct Fixed(TokenTree);
 
 impl Drafter for Fixed {
     fn name(&self) -> &'static str {
@@ -17,21 +17,31 @@ impl Drafter for Fixed {
     }
     fn begin(&mut self, _: &[u32], _: &[Vec<u32>]) {}
     fn observe(&mut self, _: &[u32]) {}
-    fn draft(&mut self, _: &[u32], budget: usize) -> DraftTree {
-        let mut t = self.0.clone();
-        t.nodes.truncate(budget);
+    fn draft(&mut self, context: &[u32], budget: usize) -> TokenTree {
+        // The first `budget` drafted nodes (parents keep their indices) below this root.
+        let mut t = TokenTree::rooted(*context.last().unwrap());
+        for (n, m) in self
+            .0
+            .nodes()
+            .iter()
+            .zip(self.0.meta())
+            .skip(1)
+            .take(budget)
+        {
+            t.push(n.token, n.parent, *m);
+        }
         t
     }
     fn end(&mut self, _: &[u32]) {}
 }
 
-/// A tree from scored sequences, as a drafter would build it.
-fn tree_of(seqs: &[(Vec<u32>, f32)]) -> DraftTree {
+/// A tree from scored sequences, as a drafter would build it (below a root `0`).
+fn tree_of(seqs: &[(Vec<u32>, f32)]) -> TokenTree {
     let mut b = TreeBuilder::new();
     for (s, score) in seqs {
         b.add_path(s, Source::Prompt, |d| score * 0.9f32.powi(d as i32));
     }
-    b.build(usize::MAX)
+    b.build(0, usize::MAX)
 }
 
 fn part() -> impl Strategy<Value = Vec<(Vec<u32>, f32)>> {
@@ -46,7 +56,7 @@ proptest! {
         parts in vec((part(), 0.1f32..3.0), 1..4),
         extra in 0usize..6,
     ) {
-        let trees: Vec<DraftTree> = parts.iter().map(|(p, _)| tree_of(p)).collect();
+        let trees: Vec<TokenTree> = parts.iter().map(|(p, _)| tree_of(p)).collect();
         let firsts: Vec<Vec<u32>> = trees.iter().map(first_choice).collect();
         let budget = firsts.iter().map(Vec::len).sum::<usize>() + extra;
         let mut mix = MixDrafter::new(
@@ -57,7 +67,7 @@ proptest! {
                 .collect(),
         );
         let tree = mix.draft(&[1, 2, 3], budget);
-        check_tree(&tree, budget);
+        check_tree(&tree, &[1, 2, 3], budget);
         for f in &firsts {
             prop_assert!(contains_path(&tree, f), "{:?} missing from {:?}", f, tree);
         }
@@ -66,8 +76,8 @@ proptest! {
         for t in &trees {
             all.add_tree(t, 1.0);
         }
-        prop_assert_eq!(tree.len(), all.len().min(budget));
-        prop_assert!(mix.draft(&[1], 0).is_empty());
+        prop_assert_eq!(tree.drafted(), all.len().min(budget));
+        prop_assert_eq!(mix.draft(&[1], 0).drafted(), 0);
     }
 }
 
@@ -77,10 +87,10 @@ fn identical_prefixes_merge_and_scores_combine() {
     let b = tree_of(&[(vec![1, 2, 4], 0.5)]);
     let mut mix = MixDrafter::new(vec![(Box::new(Fixed(a)), 1.0), (Box::new(Fixed(b)), 1.0)]);
     let tree = mix.draft(&[0], 8);
-    check_tree(&tree, 8);
-    assert_eq!(tree.len(), 4);
+    check_tree(&tree, &[0], 8);
+    assert_eq!(tree.drafted(), 4);
     // Both proposed token 1 with 0.5: noisy-or gives 0.75.
-    assert!((tree.nodes[0].score - 0.75).abs() < 1e-6);
+    assert!((tree.meta()[1].score - 0.75).abs() < 1e-6);
 }
 
 #[test]
@@ -93,6 +103,6 @@ fn auto_mixes_reference_suffix_and_trie() {
     let reference: Vec<u32> = (100..140).collect();
     auto.begin(&[1, 2, 100, 101], std::slice::from_ref(&reference));
     let tree = auto.draft(&[1, 2, 100, 101], 12);
-    check_tree(&tree, 12);
+    check_tree(&tree, &[1, 2, 100, 101], 12);
     assert_eq!(first_choice(&tree)[..4], [102, 103, 104, 105]);
 }

@@ -2,7 +2,7 @@
 
 use specdec_drafters::*;
 
-use crate::common::{check_tree, first_choice, leaf_paths, Lcg};
+use crate::common::{check_tree, drafted_meta, first_choice, leaf_paths, Lcg};
 
 /// A reference of distinct tokens and an unrelated prompt.
 fn setup(seed: u64) -> (Vec<u32>, Vec<u32>) {
@@ -28,12 +28,14 @@ fn context_inside_a_copied_span_drafts_the_exact_continuation() {
         ctx.extend(out);
         for budget in [1, 4, 16, 32] {
             let tree = d.draft(&ctx, budget);
-            check_tree(&tree, budget);
+            check_tree(&tree, &ctx, budget);
             let at = start + copied;
             let copy = budget.min(d.config().max_copy);
             let want = &reference[at..(at + copy).min(reference.len())];
             assert_eq!(first_choice(&tree), want, "start {start} copied {copied}");
-            assert!(tree.nodes.iter().all(|n| n.source == Source::Reference));
+            assert!(drafted_meta(&tree)
+                .iter()
+                .all(|n| n.source == Source::Reference));
         }
     }
 }
@@ -50,7 +52,7 @@ fn occurrences_become_branches_ranked_by_match_and_agreement() {
     d.begin(&[0, 5], &refs);
     d.observe(&[6]);
     let tree = d.draft(&[0, 5, 6], 32);
-    check_tree(&tree, 32);
+    check_tree(&tree, &[0, 5, 6], 32);
     let paths = leaf_paths(&tree);
     assert!(paths.iter().any(|p| p.starts_with(&[7, 7])), "{paths:?}");
     assert!(paths.iter().any(|p| p.starts_with(&[9, 9])), "{paths:?}");
@@ -77,14 +79,16 @@ fn sources_follow_where_the_span_was_copied_from() {
     let ctx = [10, 11, 12, 13, 14, 15, 11, 12];
     let tree = d.draft(&ctx, 3);
     assert_eq!(first_choice(&tree), [13, 14, 15]);
-    assert!(tree.nodes.iter().all(|n| n.source == Source::Prompt));
+    assert!(drafted_meta(&tree)
+        .iter()
+        .all(|n| n.source == Source::Prompt));
     // Output repeating itself: copies from the output (periodically past its end).
     d.observe(&[40, 41, 42, 40, 41]);
     let mut ctx = ctx.to_vec();
     ctx.extend([40, 41, 42, 40, 41]);
     let tree = d.draft(&ctx, 5);
     assert_eq!(first_choice(&tree), [42, 40, 41, 42, 40]);
-    assert_eq!(tree.nodes[0].source, Source::Output);
+    assert_eq!(tree.meta()[1].source, Source::Output);
 }
 
 #[test]
@@ -98,7 +102,9 @@ fn prompt_only_ignores_references() {
     let mut ctx = prompt.clone();
     ctx.extend(span);
     let tree = d.draft(&ctx, 16);
-    assert!(tree.nodes.iter().all(|n| n.source != Source::Reference));
+    assert!(drafted_meta(&tree)
+        .iter()
+        .all(|n| n.source != Source::Reference));
     assert!(!first_choice(&tree).starts_with(&reference[14..16]));
 }
 
@@ -111,7 +117,7 @@ fn n_min_bounds_the_shortest_match() {
     let mut d = ReferenceDrafter::new(cfg);
     d.begin(&[1, 2, 3, 4, 9, 2, 3], &[]);
     // Suffix "2 3" (2 tokens) matches, but n_min = 3 requires "9 2 3".
-    assert!(d.draft(&[1, 2, 3, 4, 9, 2, 3], 8).is_empty());
+    assert_eq!(d.draft(&[1, 2, 3, 4, 9, 2, 3], 8).drafted(), 0);
     d.observe(&[4, 1, 2, 3]);
     let tree = d.draft(&[1, 2, 3, 4, 9, 2, 3, 4, 1, 2, 3], 8);
     assert_eq!(first_choice(&tree)[0], 4);
@@ -131,7 +137,7 @@ fn after_an_edit_inside_a_copy_the_draft_offers_where_the_copy_resumes() {
     d.observe(&[7]);
     ctx.push(7);
     let tree = d.draft(&ctx, 32);
-    check_tree(&tree, 32);
+    check_tree(&tree, &ctx, 32);
     // ... and the draft still offers the copy resuming where it left off, or one later
     // (the inserted token replaced one).
     let paths = leaf_paths(&tree);

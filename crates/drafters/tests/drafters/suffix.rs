@@ -84,11 +84,11 @@ proptest! {
             prop_assert_eq!(many.match_len(), l);
             // A single chain: exactly the continuation after an occurrence of the match.
             let tree = one.draft(&ctx, 32);
-            check_tree(&tree, 32);
+            check_tree(&tree, &ctx, 32);
             let path = leaf_paths(&tree);
             prop_assert!(path.len() <= 1);
             if l == 0 {
-                prop_assert!(tree.is_empty());
+                prop_assert_eq!(tree.drafted(), 0);
             } else if let Some(p) = path.first() {
                 // Usually the whole match (k = l); a shorter suffix when every occurrence
                 // the automaton remembers ends a reference.
@@ -110,7 +110,7 @@ proptest! {
             }
             // With branches: every branch follows an occurrence of some suffix.
             let tree = many.draft(&ctx, 24);
-            check_tree(&tree, 24);
+            check_tree(&tree, &ctx, 24);
             for p in leaf_paths(&tree) {
                 let ok = (1..=l).any(|k| {
                     continuations(&refs, &ctx, k, 64).iter().any(|c| c.starts_with(&p))
@@ -180,8 +180,8 @@ fn recent_end_prefers_the_newest_occurrence() {
     ctx.push(8);
     d.observe(&[8]);
     let tree = d.draft(&ctx, 8);
-    assert_eq!(tree.nodes[0].token, 3);
-    assert_eq!(tree.nodes[0].source, Source::Suffix);
+    assert_eq!(tree.token(1), 3);
+    assert_eq!(tree.meta()[1].source, Source::Suffix);
 }
 
 #[test]
@@ -195,7 +195,7 @@ fn draft_length_grows_with_the_match() {
     let mut ctx = vec![1, 100];
     let mut lens = Vec::new();
     for t in 101..110 {
-        lens.push(d.draft(&ctx, 64).len());
+        lens.push(d.draft(&ctx, 64).drafted());
         d.observe(&[t]);
         ctx.push(t);
     }

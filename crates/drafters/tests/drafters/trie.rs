@@ -8,7 +8,7 @@ use proptest::collection::vec;
 use proptest::prelude::*;
 use specdec_drafters::*;
 
-use crate::common::{check_tree, first_choice};
+use crate::common::{check_tree, drafted_meta, first_choice};
 
 /// Brute-force counts: for every window (start allowed by `can_start`), every prefix.
 fn brute(
@@ -249,21 +249,20 @@ fn drafts_the_most_frequent_continuations_with_half_for_outputs() {
     // The prompt says "1 2" is followed by "7 7 7 7".
     d.begin(&[1, 2, 7, 7, 7, 7, 8, 1, 2], &[]);
     let tree = d.draft(&[1, 2, 7, 7, 7, 7, 8, 1, 2], 4);
-    check_tree(&tree, 4);
+    check_tree(&tree, &[1, 2, 7, 7, 7, 7, 8, 1, 2], 4);
     assert_eq!(first_choice(&tree)[..2], [3, 4]);
-    let outputs = tree
-        .nodes
+    let outputs = tree.nodes()[1..]
         .iter()
         .filter(|n| [3, 4, 5, 6].contains(&n.token))
         .count();
     assert_eq!(outputs, 2, "{tree:?}");
-    assert!(tree.nodes.iter().any(|n| n.token == 7));
-    assert!(tree.nodes.iter().all(|n| n.source == Source::Trie));
+    assert!(tree.nodes()[1..].iter().any(|n| n.token == 7));
+    assert!(drafted_meta(&tree).iter().all(|n| n.source == Source::Trie));
     // Another request cannot see this request's prompt.
     let mut other = TrieDrafter::new(shared.clone(), TrieDrafterConfig::default());
     other.begin(&[0], &[]);
     let tree = other.draft(&[2, 7], 8);
-    assert!(tree.is_empty(), "{tree:?}");
+    assert_eq!(tree.drafted(), 0, "{tree:?}");
     // Fallback to the last token when the 2-token query is unknown.
     let tree = other.draft(&[42, 2], 8);
     assert_eq!(first_choice(&tree)[..3], [3, 4, 5]);
@@ -304,7 +303,8 @@ fn replacing_the_shared_trie_mid_request_is_safe() {
     // Someone swaps in another pool (a reload): open windows refer to the old one.
     *shared.lock().unwrap() = Trie::default();
     d.observe(&[10, 11]);
-    check_tree(&d.draft(&[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11], 8), 8);
+    let ctx = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11];
+    check_tree(&d.draft(&ctx, 8), &ctx, 8);
     d.end(&[4, 5, 6, 7, 8, 9, 10, 11]);
     let t = shared.lock().unwrap();
     assert_eq!(t.count(&[10, 11]), 1);
