@@ -11,7 +11,7 @@ use specdec_tree::{Meta, Source, TokenTree};
 const NONE: u32 = u32::MAX;
 
 #[derive(Clone, Copy, Debug)]
-struct Node {
+struct Candidate {
     token: u32,
     parent: u32,
     first_child: u32,
@@ -48,7 +48,7 @@ impl PartialOrd for Entry {
 /// occurrences or drafters raises a node without ever exceeding 1.
 #[derive(Default, Debug)]
 pub struct TreeBuilder {
-    nodes: Vec<Node>,
+    nodes: Vec<Candidate>,
     first_root: u32,
     pins: Vec<u32>,
     // Scratch reused across builds so drafting does not allocate per call.
@@ -123,7 +123,7 @@ impl TreeBuilder {
                 std::mem::replace(&mut self.nodes[p].first_child, id),
             ),
         };
-        self.nodes.push(Node {
+        self.nodes.push(Candidate {
             token,
             parent: parent_raw,
             first_child: NONE,

@@ -2,7 +2,7 @@
 
 /// How far the tokens a drafter has indexed agree with the `context` it is asked about.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Sync {
+pub(crate) enum IndexSync {
     /// `context` extends what was indexed: index `context[from..]` and go on.
     Extend(usize),
     /// `context` is not an extension (the drafter was driven inconsistently): re-index.
@@ -15,16 +15,16 @@ pub(crate) enum Sync {
 /// principle miss an edit far back is acceptable.
 const CHECK: usize = 32;
 
-pub(crate) fn sync(indexed: &[u32], context: &[u32]) -> Sync {
+pub(crate) fn sync(indexed: &[u32], context: &[u32]) -> IndexSync {
     let n = indexed.len();
     if context.len() < n {
-        return Sync::Reset;
+        return IndexSync::Reset;
     }
     let from = n.saturating_sub(CHECK);
     if indexed[from..] == context[from..n] && indexed.first() == context.first() {
-        Sync::Extend(n)
+        IndexSync::Extend(n)
     } else {
-        Sync::Reset
+        IndexSync::Reset
     }
 }
 

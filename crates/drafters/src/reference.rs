@@ -9,7 +9,7 @@
 use specdec_tree::{Source, TokenTree};
 
 use crate::build::TreeBuilder;
-use crate::context::{copy_continuation, match_confidence, sync, Sync};
+use crate::context::{copy_continuation, match_confidence, sync, IndexSync};
 use crate::ngram::{NgramIndex, Occ};
 use crate::Drafter;
 
@@ -285,8 +285,8 @@ impl Drafter for ReferenceDrafter {
 
     fn draft(&mut self, context: &[u32], budget: usize) -> TokenTree {
         match sync(&self.ctx, context) {
-            Sync::Extend(from) => self.observe(&context[from..]),
-            Sync::Reset => self.rebuild(context, self.prompt_len.min(context.len())),
+            IndexSync::Extend(from) => self.observe(&context[from..]),
+            IndexSync::Reset => self.rebuild(context, self.prompt_len.min(context.len())),
         }
         let Some(&root) = context.last() else {
             return TokenTree::new();

@@ -8,7 +8,7 @@
 use specdec_tree::{Source, TokenTree};
 
 use crate::build::TreeBuilder;
-use crate::context::{copy_continuation, match_confidence, sync, Sync};
+use crate::context::{copy_continuation, match_confidence, sync, IndexSync};
 use crate::sam::{Matcher, SuffixAutomaton};
 use crate::Drafter;
 
@@ -203,8 +203,8 @@ impl Drafter for SuffixDrafter {
 
     fn draft(&mut self, context: &[u32], budget: usize) -> TokenTree {
         match sync(&self.ctx, context) {
-            Sync::Extend(from) => self.observe(&context[from..]),
-            Sync::Reset => self.rebuild(context),
+            IndexSync::Extend(from) => self.observe(&context[from..]),
+            IndexSync::Reset => self.rebuild(context),
         }
         let Some(&root) = context.last() else {
             return TokenTree::new();

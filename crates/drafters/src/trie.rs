@@ -28,7 +28,7 @@ impl Default for TrieConfig {
 }
 
 #[derive(Clone, Debug)]
-pub(crate) struct Node {
+pub(crate) struct TrieNode {
     pub token: u32,
     pub count: u32,
     pub parent: u32,
@@ -42,7 +42,7 @@ pub(crate) struct Node {
 /// counts; a drafter also keeps a private one for its prompt.
 #[derive(Debug)]
 pub struct Trie {
-    pub(crate) nodes: Vec<Node>,
+    pub(crate) nodes: Vec<TrieNode>,
     edges: FastMap<u64, u32>,
     config: TrieConfig,
     /// Unique per trie instance and renewed whenever node ids change (decay), so holders
@@ -82,7 +82,7 @@ impl Trie {
 
     pub fn new(config: TrieConfig) -> Self {
         Trie {
-            nodes: vec![Node {
+            nodes: vec![TrieNode {
                 token: 0,
                 count: 0,
                 parent: u32::MAX,
@@ -143,7 +143,7 @@ impl Trie {
             None => {
                 let c = self.nodes.len() as u32;
                 let slot = self.nodes[parent as usize].children.len() as u32;
-                self.nodes.push(Node {
+                self.nodes.push(TrieNode {
                     token,
                     count: 0,
                     parent,
@@ -204,7 +204,7 @@ impl Trie {
     }
 
     /// Drops every node with count <= 1 and halves the others' counts (Lookahead's
-    /// squeeze). Node ids change (the epoch moves on).
+    /// squeeze). TrieNode ids change (the epoch moves on).
     pub fn decay(&mut self) {
         let old = std::mem::take(&mut self.nodes);
         let mut fresh = Trie::new(self.config.clone());
@@ -221,7 +221,7 @@ impl Trie {
                 }
                 let id = fresh.nodes.len() as u32;
                 let slot = fresh.nodes[n as usize].children.len() as u32;
-                fresh.nodes.push(Node {
+                fresh.nodes.push(TrieNode {
                     token: oc.token,
                     count: oc.count / 2,
                     parent: n,
@@ -281,7 +281,7 @@ impl Trie {
                 ));
             }
             let slot = t.nodes[parent as usize].children.len() as u32;
-            t.nodes.push(Node {
+            t.nodes.push(TrieNode {
                 token,
                 count,
                 parent,

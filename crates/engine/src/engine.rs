@@ -9,7 +9,7 @@ use specdec_runtime::{SeqInput, Target, Want};
 use specdec_tokenizer::Tokenizer;
 
 use crate::budget::{AcceptanceMemories, BatchLoad, CostModel};
-use crate::generation::{Generation, Sink};
+use crate::generation::{Generation, Sink, StepInput};
 use crate::pools::{Pools, SaveResult};
 use crate::prefix_cache::PrefixCache;
 use crate::request::{GenerateOutput, GenerateRequest, Speculation};
@@ -162,26 +162,27 @@ impl<'m> Engine<'m> {
     /// Batching never changes a generation's tokens (the runtime is batch-invariant).
     pub fn step(&mut self, batch: &mut [&mut Generation<'_>]) -> Result<(), EngineError> {
         let mut load = BatchLoad::default();
-        let mut nodes = Vec::with_capacity(batch.len());
-        for g in batch.iter_mut() {
-            nodes.push(g.plan(&self.cost, &mut load));
-        }
-        let timed = batch
+        let steps: Vec<Option<StepInput>> = batch
+            .iter_mut()
+            .map(|g| g.plan(&self.cost, &mut load))
+            .collect();
+        // Only all-decode forwards are timed: the cost curve is of verifying trees.
+        let timed = steps
             .iter()
-            .zip(&nodes)
-            .all(|(g, n)| n.is_none() || matches!(g.want(), Want::All));
+            .flatten()
+            .all(|s| matches!(s.want(), Want::All));
         let t0 = Instant::now();
-        let mut inputs = Vec::with_capacity(batch.len());
-        for (g, n) in batch.iter_mut().zip(&nodes) {
-            if let Some(n) = n {
-                let want = g.want();
-                inputs.push(SeqInput {
+        let mut inputs: Vec<SeqInput<'_>> = batch
+            .iter_mut()
+            .zip(&steps)
+            .filter_map(|(g, s)| {
+                s.as_ref().map(|s| SeqInput {
                     seq: g.seq_mut(),
-                    nodes: n,
-                    want,
-                });
-            }
-        }
+                    nodes: s.nodes(),
+                    want: s.want(),
+                })
+            })
+            .collect();
         if inputs.is_empty() {
             return Ok(());
         }
@@ -191,9 +192,12 @@ impl<'m> Engine<'m> {
             let ms = t0.elapsed().as_secs_f64() * 1e3;
             self.cost.observe(load.rows, load.mean_ctx(), ms);
         }
-        let members = batch.iter_mut().zip(&nodes).filter(|(_, n)| n.is_some());
-        for ((g, _), l) in members.zip(&logits) {
-            g.apply(self.tokenizer, l)?;
+        let members = batch
+            .iter_mut()
+            .zip(steps)
+            .filter_map(|(g, s)| s.map(|s| (g, s)));
+        for ((g, s), l) in members.zip(&logits) {
+            g.apply(self.tokenizer, s, l)?;
         }
         Ok(())
     }

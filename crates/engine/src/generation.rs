@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use specdec_drafters::{Drafter, TokenTree};
 use specdec_runtime::{Logits, Node, Sequence, Want};
 use specdec_tokenizer::{StreamDecoder, Tokenizer};
-use specdec_verify::{verify_strict, Rng};
+use specdec_verify::Rng;
 
 use crate::budget::{BatchLoad, BudgetPolicy, CostModel};
 use crate::request::{FinishReason, GenerateOutput, GenerateRequest, Speculation};
@@ -81,13 +81,30 @@ impl Output<'_> {
     }
 }
 
-/// What a generation contributes to the next forward.
-enum Plan {
+/// A generation's share of the next forward: made by `plan`, consumed by `apply`.
+pub(crate) enum StepInput {
     /// The next chunk of the prompt (all but its last token) goes into the cache.
-    Prefill,
+    Prefill(Vec<Node>),
     /// The step's rooted tree, forwarded and verified as it is: node 0 is the pending
     /// token, the drafted nodes hang below it.
-    Decode { tree: TokenTree },
+    Decode(TokenTree),
+}
+
+impl StepInput {
+    pub(crate) fn nodes(&self) -> &[Node] {
+        match self {
+            StepInput::Prefill(nodes) => nodes,
+            StepInput::Decode(tree) => tree.nodes(),
+        }
+    }
+
+    /// Which logits the step needs: every node's to verify a tree, none for prefill.
+    pub(crate) fn want(&self) -> Want {
+        match self {
+            StepInput::Prefill(_) => Want::None,
+            StepInput::Decode(_) => Want::All,
+        }
+    }
 }
 
 /// One request being generated. Created by [`Engine::start`](crate::Engine::start).
@@ -107,7 +124,6 @@ pub struct Generation<'a> {
     start: Instant,
     prefill_time: Option<Duration>,
     finish: Option<FinishReason>,
-    plan: Option<Plan>,
 }
 
 impl<'a> Generation<'a> {
@@ -139,7 +155,6 @@ impl<'a> Generation<'a> {
             forwards: 0,
             start: Instant::now(),
             prefill_time: None,
-            plan: None,
         }
     }
 
@@ -211,7 +226,7 @@ impl<'a> Generation<'a> {
 
     /// Decides this generation's share of the next forward. `load` holds what earlier
     /// members of the batch put in it, so drafts are sized for the batch's throughput.
-    pub(crate) fn plan(&mut self, cost: &CostModel, load: &mut BatchLoad) -> Option<Vec<Node>> {
+    pub(crate) fn plan(&mut self, cost: &CostModel, load: &mut BatchLoad) -> Option<StepInput> {
         if self.finish.is_some() {
             return None;
         }
@@ -223,10 +238,9 @@ impl<'a> Generation<'a> {
         if self.prefill_time.is_none() {
             let end = (prefilled + PREFILL_CHUNK).min(self.head().len());
             let nodes = Node::chain(&self.head()[prefilled..end]);
-            self.plan = Some(Plan::Prefill);
             load.rows += nodes.len();
             load.ctx_sum += nodes.len() * (prefilled + nodes.len() / 2);
-            return Some(nodes);
+            return Some(StepInput::Prefill(nodes));
         }
         let remaining = self.req.max_tokens - self.tokens().len();
         let room = self.seq.max_len() - self.seq.len();
@@ -251,37 +265,30 @@ impl<'a> Generation<'a> {
             }
         };
         self.stats.draft_time += t0.elapsed();
-        let nodes = tree.nodes().to_vec();
-        self.plan = Some(Plan::Decode { tree });
-        Some(nodes)
-    }
-
-    /// Which logits the planned step needs.
-    pub(crate) fn want(&self) -> Want {
-        match self.plan {
-            Some(Plan::Decode { .. }) => Want::All,
-            _ => Want::None,
-        }
+        Some(StepInput::Decode(tree))
     }
 
     pub(crate) fn seq_mut(&mut self) -> &mut Sequence {
         &mut self.seq
     }
 
-    /// Takes the planned step's logits: verifies, commits and emits.
-    pub(crate) fn apply(&mut self, tok: &Tokenizer, logits: &Logits) -> Result<(), EngineError> {
+    /// Takes the planned step back with its logits: verifies under the request's rule,
+    /// commits and emits.
+    pub(crate) fn apply(
+        &mut self,
+        tok: &Tokenizer,
+        step: StepInput,
+        logits: &Logits,
+    ) -> Result<(), EngineError> {
         self.forwards += 1;
-        let Some(plan) = self.plan.take() else {
-            return Ok(());
-        };
-        let tree = match plan {
-            Plan::Prefill => {
+        let tree = match step {
+            StepInput::Prefill(_) => {
                 self.seq.commit_all()?;
                 return Ok(());
             }
-            Plan::Decode { tree } => tree,
+            StepInput::Decode(tree) => tree,
         };
-        let verdict = verify_strict(
+        let verdict = self.req.speculation.acceptance.verify(
             &tree,
             |i| logits.row(i),
             &self.context,
@@ -292,6 +299,7 @@ impl<'a> Generation<'a> {
         path.extend(&verdict.accepted);
         self.seq.commit(&path)?;
         self.stats.record(&tree, &verdict.accepted);
+        self.stats.relaxed_tokens += verdict.relaxed;
         self.policy.observe(&tree, &verdict.accepted);
         let emitted = verdict.emitted(&tree);
         let before = self.context.len();

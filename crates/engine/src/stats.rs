@@ -12,6 +12,9 @@ pub struct SpecStats {
     pub draft_steps: usize,
     pub drafted_tokens: usize,
     pub accepted_tokens: usize,
+    /// Accepted tokens a relaxed rule kept although the target chose another token there
+    /// (0 under strict verification).
+    pub relaxed_tokens: usize,
     /// accepted_by_position[d]: steps whose accepted path reached depth d + 1.
     pub accepted_by_position: Vec<usize>,
     pub drafted_by_source: BTreeMap<&'static str, usize>,
@@ -52,6 +55,7 @@ impl SpecStats {
         self.draft_steps += other.draft_steps;
         self.drafted_tokens += other.drafted_tokens;
         self.accepted_tokens += other.accepted_tokens;
+        self.relaxed_tokens += other.relaxed_tokens;
         if self.accepted_by_position.len() < other.accepted_by_position.len() {
             self.accepted_by_position
                 .resize(other.accepted_by_position.len(), 0);

@@ -61,7 +61,12 @@ fn byte_tokens(max: usize) -> impl Strategy<Value = Vec<u32>> {
     prop::collection::vec(3u32..VOCAB as u32, 1..max)
 }
 
-fn request(prompt: &[u32], refs: &[Vec<u32>], sampling: &SamplingParams, max: usize) -> GenerateRequest {
+fn request(
+    prompt: &[u32],
+    refs: &[Vec<u32>],
+    sampling: &SamplingParams,
+    max: usize,
+) -> GenerateRequest {
     let mut r = GenerateRequest {
         sampling: sampling.clone(),
         ..GenerateRequest::new(prompt.to_vec(), max)
@@ -85,7 +90,7 @@ fn greedy_and_sampled() -> impl Strategy<Value = SamplingParams> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
     /// Every method's output is plain decoding's, token for token and text for text;
     /// twice, so the second pass drafts from a trie that saw the first's output.
@@ -120,9 +125,15 @@ fn drafts_are_accepted_and_save_forwards_on_the_fake_target() {
     let req = request(&prompt, &[], &SamplingParams::default(), 50);
     let plain = engine.generate(&req, &mut |_| true).unwrap();
     for m in DraftMethod::ALL.into_iter().skip(1) {
-        let got = engine.generate(&req.clone().speculate(m), &mut |_| true).unwrap();
+        let got = engine
+            .generate(&req.clone().speculate(m), &mut |_| true)
+            .unwrap();
         assert_eq!(got.token_ids, plain.token_ids, "{}", m.name());
-        assert!(got.spec.accepted_tokens > 0, "{} never had a draft accepted", m.name());
+        assert!(
+            got.spec.accepted_tokens > 0,
+            "{} never had a draft accepted",
+            m.name()
+        );
     }
 }
 
@@ -131,7 +142,10 @@ fn the_stop_token_ends_generation_and_is_not_emitted() {
     let t = FakeTarget::new(VOCAB, 512).with_eos(EOS, 8);
     let mut engine = Engine::new(&t, tokenizer());
     let out = engine
-        .generate(&request(&[10, 11, 12], &[], &SamplingParams::default(), 400), &mut |_| true)
+        .generate(
+            &request(&[10, 11, 12], &[], &SamplingParams::default(), 400),
+            &mut |_| true,
+        )
         .unwrap();
     assert_eq!(out.finish_reason, FinishReason::Stop);
     assert!(!out.token_ids.contains(&EOS));
@@ -139,6 +153,7 @@ fn the_stop_token_ends_generation_and_is_not_emitted() {
 }
 
 /// A payload that can be cancelled from outside.
+#[derive(Debug)]
 struct Client {
     id: usize,
     gone: std::rc::Rc<std::cell::Cell<bool>>,
@@ -170,7 +185,9 @@ fn the_scheduler_batches_requests_with_different_methods_into_the_same_outputs()
     let mut alone = Engine::new(&t, tokenizer());
     let reqs: Vec<GenerateRequest> = (0..7)
         .map(|i| {
-            let prompt: Vec<u32> = (0..20 + i).map(|k| 3 + ((k * (i + 3)) % 40) as u32).collect();
+            let prompt: Vec<u32> = (0..20 + i)
+                .map(|k| 3 + ((k * (i + 3)) % 40) as u32)
+                .collect();
             let s = SamplingParams {
                 temperature: if i % 2 == 0 { 0.0 } else { 0.8 },
                 seed: i as u64,
@@ -192,7 +209,9 @@ fn the_scheduler_batches_requests_with_different_methods_into_the_same_outputs()
     while !(pending.is_empty() && sched.is_idle()) {
         while sched.has_room() {
             let Some((i, r)) = pending.pop() else { break };
-            sched.admit(r, Box::new(|_: &str| true), client(i), None).unwrap();
+            sched
+                .admit(r, Box::new(|_: &str| true), client(i), None)
+                .unwrap();
         }
         peak = peak.max(sched.running());
         for f in sched.step(&mut |c: &Client, p: Progress| heard[c.id] += p.new_tokens) {
@@ -202,7 +221,10 @@ fn the_scheduler_batches_requests_with_different_methods_into_the_same_outputs()
     assert_eq!(peak, 3, "at most max_concurrent run together");
     assert_eq!(got, want);
     let lens: Vec<usize> = want.iter().map(Vec::len).collect();
-    assert!(heard.iter().zip(&lens).all(|(h, l)| h >= l), "progress {heard:?} vs {lens:?}");
+    assert!(
+        heard.iter().zip(&lens).all(|(h, l)| h >= l),
+        "progress {heard:?} vs {lens:?}"
+    );
 }
 
 #[test]
@@ -212,10 +234,21 @@ fn a_cancelled_or_expired_request_leaves_at_the_next_step() {
     let long = request(&[5, 6, 7], &[], &SamplingParams::default(), 3000);
     let a = client(0);
     let gone = a.gone.clone();
-    sched.admit(long.clone(), Box::new(|_: &str| true), a, None).unwrap();
+    sched
+        .admit(long.clone(), Box::new(|_: &str| true), a, None)
+        .unwrap();
     let past = Instant::now() - Duration::from_millis(1);
-    sched.admit(long.clone(), Box::new(|_: &str| true), client(1), Some(past)).unwrap();
-    sched.admit(long, Box::new(|_: &str| true), client(2), None).unwrap();
+    sched
+        .admit(
+            long.clone(),
+            Box::new(|_: &str| true),
+            client(1),
+            Some(past),
+        )
+        .unwrap();
+    sched
+        .admit(long, Box::new(|_: &str| true), client(2), None)
+        .unwrap();
     let first = sched.step(&mut |_, _| {});
     assert_eq!(first.len(), 1);
     assert_eq!(first[0].job.id, 1);
@@ -249,10 +282,16 @@ impl Drafter for OutOfVocab {
 fn a_step_that_fails_fails_only_its_request() {
     let t = target();
     let req = request(&[9, 8, 7, 6], &[], &SamplingParams::default(), 20);
-    let want = Engine::new(&t, tokenizer()).generate(&req, &mut |_| true).unwrap();
+    let want = Engine::new(&t, tokenizer())
+        .generate(&req, &mut |_| true)
+        .unwrap();
     let mut engine = Engine::new(&t, tokenizer());
     let bad = engine
-        .start_with(req.clone(), Some(Box::new(OutOfVocab)), Box::new(|_: &str| true))
+        .start_with(
+            req.clone(),
+            Some(Box::new(OutOfVocab)),
+            Box::new(|_: &str| true),
+        )
         .unwrap();
     let good = engine.start(req.clone(), Box::new(|_: &str| true)).unwrap();
     let mut gens = [bad, good];
@@ -267,7 +306,9 @@ fn a_step_that_fails_fails_only_its_request() {
     let mut sched = Scheduler::new(Engine::new(&t, tokenizer()), 4);
     let bad = Some(Box::new(OutOfVocab) as Box<dyn Drafter>);
     let sink = || Box::new(|_: &str| true);
-    sched.admit_with(req.clone(), bad, sink(), client(0), None).unwrap();
+    sched
+        .admit_with(req.clone(), bad, sink(), client(0), None)
+        .unwrap();
     sched.admit(req.clone(), sink(), client(1), None).unwrap();
     sched.admit(req.clone(), sink(), client(2), None).unwrap();
     let mut outcomes = Vec::new();
@@ -290,8 +331,13 @@ fn a_pool_learns_only_from_its_own_requests() {
     let mut engine = Engine::new(&t, tokenizer());
     let a = PoolName::parse("group-a").unwrap();
     let b = PoolName::parse("group-b").unwrap();
-    let mut req = request(&[40, 41, 42, 43, 44, 45], &[], &SamplingParams::default(), 40)
-        .speculate(DraftMethod::Trie);
+    let mut req = request(
+        &[40, 41, 42, 43, 44, 45],
+        &[],
+        &SamplingParams::default(),
+        40,
+    )
+    .speculate(DraftMethod::Trie);
     req.speculation.pool = Some(a.clone());
     let out = engine.generate(&req, &mut |_| true).unwrap();
     assert!(out.completion_tokens > 8);
@@ -300,8 +346,14 @@ fn a_pool_learns_only_from_its_own_requests() {
     let tb = pools.trie(Some(&b)).unwrap();
     let global = pools.global().clone();
     assert!(!ta.lock().unwrap().is_empty(), "pool a learned nothing");
-    assert!(tb.lock().unwrap().is_empty(), "pool b learned from pool a's request");
-    assert!(global.lock().unwrap().is_empty(), "the global trie learned from a pool's request");
+    assert!(
+        tb.lock().unwrap().is_empty(),
+        "pool b learned from pool a's request"
+    );
+    assert!(
+        global.lock().unwrap().is_empty(),
+        "the global trie learned from a pool's request"
+    );
     // A repeat in the same pool drafts from what it learned.
     let again = engine.generate(&req, &mut |_| true).unwrap();
     assert_eq!(again.token_ids, out.token_ids);

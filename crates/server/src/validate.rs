@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use specdec_engine::{
-    ChatMessage, ChatTemplate, DraftMethod, GenerateRequest, ModelMeta, PoolName,
-    SamplingParams, Speculation, Tokenizer,
+    ChatMessage, ChatTemplate, DraftMethod, GenerateRequest, ModelMeta, PoolName, SamplingParams,
+    Speculation, Tokenizer,
 };
 
 use crate::api::{Content, OneOrMany, PromptInput, RequestBody};

@@ -25,6 +25,9 @@ pub struct Verdict {
     pub accepted: Vec<usize>,
     /// The target's own token after the last accepted node.
     pub bonus: u32,
+    /// How many of `accepted` a relaxed rule kept although they are not the token the
+    /// target itself chose there (0 under strict verification).
+    pub relaxed: usize,
 }
 
 impl Verdict {
@@ -36,29 +39,65 @@ impl Verdict {
     }
 }
 
-/// Walks `tree` from its root, node 0: at each node `choose(node, path_tokens)` gives the
-/// target's token there; the walk descends into the child carrying that token, or stops and
-/// makes it the bonus. `path_tokens` are the tokens emitted so far in this step.
-pub fn walk(tree: &TokenTree, mut choose: impl FnMut(usize, &[u32]) -> u32) -> Verdict {
+/// What a rule decides at one node of the walk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// Accept child `child` and go on from it; `relaxed` when the target's own choice
+    /// at this node was another token.
+    Descend { child: usize, relaxed: bool },
+    /// Stop here and emit `bonus`, the target's token at this node.
+    Stop { bonus: u32 },
+}
+
+impl Step {
+    /// Strict rule: descend into the child carrying `token` (the target's choice at
+    /// `node`), or stop with it.
+    pub fn strict(tree: &TokenTree, node: usize, token: u32) -> Step {
+        match tree.child_with(Some(node), token) {
+            Some(child) => Step::Descend {
+                child,
+                relaxed: false,
+            },
+            None => Step::Stop { bonus: token },
+        }
+    }
+}
+
+/// Walks `tree` from its root, node 0: at each node `rule(node, path_tokens)` chooses
+/// which child to accept, if any (a rule may choose among a node's children), or the
+/// bonus. `path_tokens` are the tokens emitted so far in this step.
+pub fn walk_with(tree: &TokenTree, mut rule: impl FnMut(usize, &[u32]) -> Step) -> Verdict {
     let mut node = 0usize;
     let mut accepted = Vec::new();
     let mut emitted = Vec::new();
+    let mut relaxed = 0;
     loop {
-        let token = choose(node, &emitted);
-        match tree.child_with(Some(node), token) {
-            Some(c) => {
-                accepted.push(c);
-                emitted.push(token);
-                node = c;
+        match rule(node, &emitted) {
+            Step::Descend { child, relaxed: r } => {
+                debug_assert_eq!(tree.parent(child), Some(node), "a rule descends to a child");
+                accepted.push(child);
+                emitted.push(tree.token(child));
+                relaxed += usize::from(r);
+                node = child;
             }
-            None => {
+            Step::Stop { bonus } => {
                 return Verdict {
                     accepted,
-                    bonus: token,
+                    bonus,
+                    relaxed,
                 }
             }
         }
     }
+}
+
+/// Walks `tree` from its root, node 0: at each node `choose(node, path_tokens)` gives the
+/// target's token there; the walk descends into the child carrying that token, or stops and
+/// makes it the bonus. `path_tokens` are the tokens emitted so far in this step.
+pub fn walk(tree: &TokenTree, mut choose: impl FnMut(usize, &[u32]) -> u32) -> Verdict {
+    walk_with(tree, |node, path| {
+        Step::strict(tree, node, choose(node, path))
+    })
 }
 
 /// Strict verification with the request's sampling parameters: greedy when the temperature

@@ -1,5 +1,11 @@
 //! Acceptance rules: how a verifier decides which drafted tokens to keep, chosen per
-//! request.
+//! request. Each rule is a [`Step`](crate::Step) chooser for [`walk_with`](crate::walk_with);
+//! a relaxed rule may accept a
+//! child other than the target's own choice and say so in the verdict.
+
+use specdec_tree::TokenTree;
+
+use crate::{verify_strict, Rng, SamplingParams, Verdict};
 
 /// The rule a request's drafts are verified by.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -22,6 +28,20 @@ impl Acceptance {
     pub fn is_relaxed(self) -> bool {
         match self {
             Acceptance::Strict => false,
+        }
+    }
+
+    /// Verifies `tree` under this rule (see [`verify_strict`] for the arguments).
+    pub fn verify<'l>(
+        self,
+        tree: &TokenTree,
+        logits: impl Fn(usize) -> &'l [f32],
+        context: &[u32],
+        params: &SamplingParams,
+        rng: &mut Rng,
+    ) -> Verdict {
+        match self {
+            Acceptance::Strict => verify_strict(tree, logits, context, params, rng),
         }
     }
 }

@@ -121,7 +121,8 @@ fn greedy_walk_accepts_the_matching_branch() {
         v,
         Verdict {
             accepted: vec![3],
-            bonus: 12
+            bonus: 12,
+            relaxed: 0,
         }
     );
 }
@@ -156,4 +157,26 @@ fn sampling_verifier_reproduces_the_target_distribution() {
     }
     // 3 degrees of freedom at most; 16.3 is the 0.1% critical value.
     assert!(chi2 < 16.3, "chi2 {chi2}, counts {counts:?}, dist {dist:?}");
+}
+
+/// A rule may accept a child other than the target's choice; the verdict counts those.
+#[test]
+fn a_rule_chooses_among_children_and_the_verdict_counts_relaxed_tokens() {
+    let meta = specdec_tree::Meta::drafted(specdec_tree::Source::Trie, 0.5);
+    let mut tree = TokenTree::rooted(1);
+    let a = tree.push(10, Some(0), meta);
+    tree.push(20, Some(0), meta);
+    tree.push(11, Some(a), meta);
+    // At the root the target wanted 20 but the rule takes 10 (relaxed); then strict.
+    let v = crate::walk_with(&tree, |node, _| match node {
+        0 => crate::Step::Descend {
+            child: 1,
+            relaxed: true,
+        },
+        n => crate::Step::strict(&tree, n, if n == 1 { 11 } else { 7 }),
+    });
+    assert_eq!(v.accepted, vec![1, 3]);
+    assert_eq!(v.relaxed, 1);
+    assert_eq!(v.emitted(&tree), vec![10, 11, 7]);
+    assert!(!crate::Acceptance::Strict.is_relaxed());
 }

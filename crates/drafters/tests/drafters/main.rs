@@ -1,7 +1,6 @@
 //! Integration tests of specdec-drafters (one binary: links once).
 
 mod common;
-mod fake_model;
 mod mix;
 mod reference;
 mod suffix;

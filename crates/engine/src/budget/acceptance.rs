@@ -1,0 +1,123 @@
+//! Acceptance rates: keyed per (source, confidence of the branch, depth, first-or-later
+//! sibling), learned online per request and carried across requests per drafter.
+
+use specdec_drafters::{Source, TokenTree};
+
+use super::policy::BudgetPolicy;
+
+pub(super) const DEPTHS: usize = 16;
+pub(super) const SOURCES: usize = 7;
+/// Buckets of the drafter's score of a branch's first node.
+pub(super) const CONFIDENCES: usize = 4;
+/// Observations' worth of the prior behind every acceptance rate.
+pub(super) const PRIOR_WEIGHT: f64 = 2.0;
+/// At most this many observations' worth of earlier requests' evidence starts a request,
+/// so it begins informed yet adapts to its own text within a few steps.
+pub(super) const INHERITED_WEIGHT: f64 = 6.0;
+
+pub(super) fn source_index(s: Source) -> usize {
+    match s {
+        Source::Reference => 0,
+        Source::Prompt => 1,
+        Source::Output => 2,
+        Source::Trie => 3,
+        Source::Suffix => 4,
+        Source::Model => 5,
+        // Never drafted (the root is not keyed); a slot of its own all the same.
+        Source::Root => 6,
+    }
+}
+
+pub(super) fn confidence_bucket(score: f32) -> usize {
+    match score {
+        s if s < 0.4 => 0,
+        s if s < 0.6 => 1,
+        s if s < 0.8 => 2,
+        _ => 3,
+    }
+}
+
+/// Every drafted node's rate key, indexed by node (the root's entry is unused), in one
+/// pass over the DFS-ordered rooted tree: (source, confidence of its branch (the score of
+/// its depth-1 ancestor), depth) row, and whether it is its parent's first child (the
+/// lowest index among its siblings).
+pub(super) fn keys(tree: &TokenTree) -> Vec<(usize, usize)> {
+    let n = tree.len();
+    let depth = tree.depths();
+    let meta = tree.meta();
+    let mut branch_score = vec![0f32; n];
+    let mut has_first = vec![false; n];
+    let mut keys = vec![(0, 0); n];
+    for i in 1..n {
+        let p = tree.parent(i).unwrap_or(0);
+        let r = if p == 0 {
+            meta[i].score
+        } else {
+            branch_score[p]
+        };
+        branch_score[i] = r;
+        let first = !std::mem::replace(&mut has_first[p], true);
+        let row = source_index(meta[i].source) * CONFIDENCES + confidence_bucket(r);
+        let d = depth[i].max(1);
+        keys[i] = (row * DEPTHS + (d - 1).min(DEPTHS - 1), usize::from(!first));
+    }
+    keys
+}
+
+/// Acceptance evidence carried across requests (engine-wide): each finished request's
+/// final rates are blended in, and new requests start from them.
+#[derive(Clone, Debug)]
+pub struct AcceptanceMemory {
+    pub(super) rates: Vec<[(f64, f64); 2]>,
+}
+
+impl Default for AcceptanceMemory {
+    fn default() -> Self {
+        AcceptanceMemory {
+            rates: vec![[(0.0, 0.0); 2]; SOURCES * CONFIDENCES * DEPTHS],
+        }
+    }
+}
+
+impl AcceptanceMemory {
+    /// Blends a finished request's rates in (equal weight to all before it, so the
+    /// memory follows the workload as it changes).
+    pub fn learn(&mut self, finished: &BudgetPolicy) {
+        for (mem, req) in self.rates.iter_mut().zip(&finished.rates) {
+            for (m, &(a, o)) in mem.iter_mut().zip(req) {
+                *m = (0.5 * (m.0 + a), 0.5 * (m.1 + o));
+            }
+        }
+    }
+}
+
+/// One [`AcceptanceMemory`] per drafter (by name): the same source's drafts are accepted
+/// at different rates under different drafters (a prompt copy alone, or merged with other
+/// sources in `auto`'s tree), so requests inherit only from requests drafted the same way.
+#[derive(Debug, Default)]
+pub struct AcceptanceMemories {
+    by_drafter: Vec<(&'static str, AcceptanceMemory)>,
+}
+
+impl AcceptanceMemories {
+    /// A policy for a new request drafted by `drafter`, from what earlier requests with
+    /// that drafter learned.
+    pub fn policy(&self, drafter: &str, max_nodes: usize) -> BudgetPolicy {
+        match self.by_drafter.iter().find(|(n, _)| *n == drafter) {
+            Some((_, m)) => BudgetPolicy::inheriting(max_nodes, m),
+            None => BudgetPolicy::new(max_nodes),
+        }
+    }
+
+    /// Blends a finished request's rates into its drafter's memory.
+    pub fn learn(&mut self, drafter: &'static str, finished: &BudgetPolicy) {
+        let i = match self.by_drafter.iter().position(|(n, _)| *n == drafter) {
+            Some(i) => i,
+            None => {
+                self.by_drafter.push((drafter, AcceptanceMemory::default()));
+                self.by_drafter.len() - 1
+            }
+        };
+        self.by_drafter[i].1.learn(finished);
+    }
+}

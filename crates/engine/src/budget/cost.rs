@@ -1,0 +1,113 @@
+//! What a forward costs: learned from the verify forwards actually timed, by row count
+//! and context length.
+
+/// Largest forward (rows, all sequences of a batch) the cost curve tracks.
+const MAX_NODES: usize = 512;
+
+/// Context lengths separating the cost curves: attention makes every extra row cost
+/// more the longer the context it attends to.
+const CTX_EDGES: [usize; 4] = [256, 512, 1024, 2048];
+const CTX_BUCKETS: usize = CTX_EDGES.len() + 1;
+
+fn ctx_bucket(ctx: usize) -> usize {
+    CTX_EDGES.iter().take_while(|&&e| ctx >= e).count()
+}
+
+/// Forward cost by row count and context length, learned from timed forwards.
+#[derive(Clone, Debug)]
+pub struct CostModel {
+    /// EMA of milliseconds per forward over n rows (index n) per context bucket, `None`
+    /// until observed.
+    ms: Vec<[Option<f64>; CTX_BUCKETS]>,
+    /// Per context bucket, how far the observed ratios depart from the prior on average
+    /// (1.0 until observed). Kept up to date by `observe`, because `relative` is asked
+    /// for every candidate draft size of every step.
+    scale: [f64; CTX_BUCKETS],
+}
+
+impl Default for CostModel {
+    fn default() -> Self {
+        CostModel {
+            ms: vec![[None; CTX_BUCKETS]; MAX_NODES + 1],
+            scale: [1.0; CTX_BUCKETS],
+        }
+    }
+}
+
+/// The shape measured for this runtime until observed: each extra row costs about 13% of
+/// a one-row forward at short context and more at long context (21% at 1000 tokens).
+fn prior(n: usize, bucket: usize) -> f64 {
+    let ctx = [128.0, 384.0, 768.0, 1536.0, 3072.0][bucket];
+    1.0 + (0.12 + 0.0001 * ctx) * (n as f64 - 1.0)
+}
+
+impl CostModel {
+    /// Records one forward over `rows` rows attending to `ctx` tokens on average that
+    /// took `ms`.
+    pub fn observe(&mut self, rows: usize, ctx: usize, ms: f64) {
+        let b = ctx_bucket(ctx);
+        if let Some(e) = self.ms.get_mut(rows) {
+            let e = &mut e[b];
+            *e = Some(e.map_or(ms, |old| 0.8 * old + 0.2 * ms));
+        }
+        self.scale[b] = self.base(b).map_or(1.0, |base| {
+            let (mut sum, mut count) = (0.0, 0.0);
+            for (n, m) in self.ms.iter().enumerate().skip(2) {
+                if let Some(m) = m[b] {
+                    sum += (m / base) / prior(n, b);
+                    count += 1.0;
+                }
+            }
+            if count > 0.0 {
+                sum / count
+            } else {
+                1.0
+            }
+        });
+    }
+
+    /// The one-row forward's cost in context bucket `b`, once observed.
+    fn base(&self, b: usize) -> Option<f64> {
+        self.ms[1][b].filter(|&m| m > 0.0)
+    }
+
+    /// Relative cost of a forward over `rows` rows at context `ctx` (1.0 at one row): the
+    /// observed ratio where known, else the prior scaled by how far this context's
+    /// observations depart from it.
+    pub fn relative(&self, rows: usize, ctx: usize) -> f64 {
+        let rows = rows.clamp(1, MAX_NODES);
+        let b = ctx_bucket(ctx);
+        let Some(base) = self.base(b) else {
+            return prior(rows, b);
+        };
+        if let Some(m) = self.ms[rows][b] {
+            return (m / base).max(1.0);
+        }
+        (prior(rows, b) * self.scale[b]).max(1.0)
+    }
+}
+
+/// What the members of a batch planned so far put in the next forward.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BatchLoad {
+    /// Rows of the forward.
+    pub rows: usize,
+    /// Context lengths the rows attend to, summed.
+    pub ctx_sum: usize,
+    /// Tokens those rows are expected to emit.
+    pub expected: f64,
+}
+
+impl BatchLoad {
+    /// One decode step at context `ctx`: its pending token plus `nodes` draft nodes.
+    pub fn add(&mut self, nodes: usize, ctx: usize, expected: f64) {
+        self.rows += 1 + nodes;
+        self.ctx_sum += (1 + nodes) * ctx;
+        self.expected += 1.0 + expected;
+    }
+
+    /// Mean context per row.
+    pub fn mean_ctx(&self) -> usize {
+        self.ctx_sum / self.rows.max(1)
+    }
+}

@@ -1,0 +1,22 @@
+//! Adaptive draft size.
+//!
+//! The drafter proposes a tree up to the request's node cap (drafted nodes below the
+//! pending token, the tree's root); the engine keeps the subtree that maximizes expected
+//! tokens per unit of verify cost, `(1 + E[accepted]) / cost(1 + k)`.
+//! E[accepted] sums each kept node's probability of being accepted: the product, along its
+//! path, of acceptance rates learned online per (source, confidence of the branch, depth,
+//! first-or-later sibling).
+//! The cost curve is learned from the verify forwards actually timed. When no draft is
+//! expected to pay, nothing is drafted and the step is plain decoding, with an occasional
+//! small probe so a change in the text (a copied passage starting) is noticed.
+
+mod acceptance;
+mod cost;
+mod policy;
+
+pub use acceptance::{AcceptanceMemories, AcceptanceMemory};
+pub use cost::{BatchLoad, CostModel};
+pub use policy::BudgetPolicy;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,151 @@
+//! One request's draft-size decision: trimming the drafted tree to what pays.
+
+use specdec_drafters::TokenTree;
+
+use super::acceptance::{
+    keys, AcceptanceMemory, CONFIDENCES, DEPTHS, INHERITED_WEIGHT, PRIOR_WEIGHT, SOURCES,
+};
+use super::cost::{BatchLoad, CostModel};
+
+/// Steps without drafting between probes.
+pub(super) const PROBE_EVERY: usize = 8;
+pub(super) const PROBE_NODES: usize = 3;
+
+/// Acceptance rates and the trimming decision of one request.
+#[derive(Clone, Debug)]
+pub struct BudgetPolicy {
+    /// [source][confidence][depth][first sibling?]: (accepted, offered), decayed.
+    pub(super) rates: Vec<[(f64, f64); 2]>,
+    idle_steps: usize,
+    max_nodes: usize,
+}
+
+impl BudgetPolicy {
+    pub fn new(max_nodes: usize) -> Self {
+        BudgetPolicy {
+            rates: vec![[(0.0, 0.0); 2]; SOURCES * CONFIDENCES * DEPTHS],
+            idle_steps: 0,
+            max_nodes,
+        }
+    }
+
+    /// A policy for a new request that starts from the acceptance `learned` over earlier
+    /// requests (see [`AcceptanceMemory::learn`]), capped in weight.
+    pub fn inheriting(max_nodes: usize, learned: &AcceptanceMemory) -> Self {
+        let mut p = Self::new(max_nodes);
+        for (mine, prev) in p.rates.iter_mut().zip(&learned.rates) {
+            for (m, &(a, o)) in mine.iter_mut().zip(prev) {
+                let f = if o > INHERITED_WEIGHT {
+                    INHERITED_WEIGHT / o
+                } else {
+                    1.0
+                };
+                *m = (a * f, o * f);
+            }
+        }
+        p
+    }
+
+    /// The most nodes worth asking the drafter for.
+    pub fn cap(&self, remaining: usize) -> usize {
+        self.max_nodes.min(remaining.saturating_sub(1))
+    }
+
+    /// Acceptance rate of a key: its own evidence, shrunk towards the rate one level up
+    /// (or, at the first level, a prior that grows with the branch's confidence) with the
+    /// weight of two observations, so a depth never reached yet inherits the acceptance
+    /// seen just above it.
+    fn rate(&self, k: (usize, usize)) -> f64 {
+        let (a, o) = self.rates[k.0][k.1];
+        let prior = if k.0.is_multiple_of(DEPTHS) {
+            // Before evidence, trust stronger matches more.
+            [0.3, 0.45, 0.6, 0.75][(k.0 / DEPTHS) % CONFIDENCES]
+        } else {
+            self.rate((k.0 - 1, k.1))
+        };
+        (a + PRIOR_WEIGHT * prior) / (o + PRIOR_WEIGHT)
+    }
+
+    /// Keeps the part of `tree` worth verifying (possibly nothing) and adds the step to
+    /// `load`. Alone, that maximizes this request's tokens per cost; in a batch, the
+    /// batch's: `(load.expected + 1 + E) / cost(load.rows + 1 + k)`, so a draft that pays
+    /// alone can be dropped when other rows already fill the forward.
+    ///
+    /// `tree` is rooted (node 0 the pending token); the root is always kept, and the kept
+    /// drafted nodes stay in their order, renumbered.
+    pub fn trim(
+        &mut self,
+        mut tree: TokenTree,
+        ctx: usize,
+        cost: &CostModel,
+        load: &mut BatchLoad,
+    ) -> TokenTree {
+        if tree.drafted() == 0 {
+            load.add(0, ctx, 0.0);
+            return tree;
+        }
+        // The root is reached for sure.
+        let mut reach = vec![1f64; tree.len()];
+        let keys = keys(&tree);
+        for i in 1..tree.len() {
+            let parent = tree.parent(i).map_or(1.0, |p| reach[p]);
+            reach[i] = parent * self.rate(keys[i]);
+        }
+        // Drafted nodes best first; a parent's reach is never below its child's, and ties
+        // keep DFS order, so every prefix of this order is a connected subtree.
+        let mut order: Vec<usize> = (1..tree.len()).collect();
+        order.sort_by(|&a, &b| reach[b].total_cmp(&reach[a]).then(a.cmp(&b)));
+        let base = load.expected + 1.0;
+        let batch_ctx = (load.ctx_sum + ctx) / (load.rows + 1);
+        let (mut best_k, mut best_rate) = (0, base / cost.relative(load.rows + 1, batch_ctx));
+        let mut expected = 0.0;
+        for (k, &i) in order.iter().enumerate().take(self.max_nodes) {
+            expected += reach[i];
+            let rate = (base + expected) / cost.relative(load.rows + k + 2, batch_ctx);
+            if rate > best_rate * 1.01 {
+                (best_k, best_rate) = (k + 1, rate);
+            }
+        }
+        if best_k == 0 {
+            self.idle_steps += 1;
+            if !self.idle_steps.is_multiple_of(PROBE_EVERY) {
+                load.add(0, ctx, 0.0);
+                tree.truncate(1);
+                return tree;
+            }
+            best_k = PROBE_NODES.min(tree.drafted());
+        } else {
+            self.idle_steps = 0;
+        }
+        load.add(best_k, ctx, order[..best_k].iter().map(|&i| reach[i]).sum());
+        if best_k == tree.drafted() {
+            return tree;
+        }
+        let mut keep = vec![false; tree.len()];
+        keep[0] = true;
+        order[..best_k].iter().for_each(|&i| keep[i] = true);
+        tree.select(&keep)
+    }
+
+    /// Learns from a verified rooted tree: every drafted node whose parent was accepted
+    /// (or is the root) was offered; those on `accepted` (the verdict's node indices) were
+    /// accepted.
+    pub fn observe(&mut self, tree: &TokenTree, accepted: &[usize]) {
+        if tree.drafted() == 0 {
+            return;
+        }
+        let mut on_path = vec![false; tree.len()];
+        on_path[0] = true;
+        accepted.iter().for_each(|&i| on_path[i] = true);
+        let keys = keys(tree);
+        for (i, &k) in keys.iter().enumerate().skip(1) {
+            let offered = tree.parent(i).is_none_or(|p| on_path[p]);
+            if offered {
+                let (a, o) = &mut self.rates[k.0][k.1];
+                // Decay old evidence so the policy follows the text.
+                *a = 0.95 * *a + f64::from(u8::from(on_path[i]));
+                *o = 0.95 * *o + 1.0;
+            }
+        }
+    }
+}

@@ -1,0 +1,123 @@
+use specdec_drafters::{Meta, Source, TokenTree};
+
+use super::policy::{PROBE_EVERY, PROBE_NODES};
+use super::*;
+
+/// The pending token with a chain of `n` drafted nodes below it.
+fn chain(n: usize) -> TokenTree {
+    let mut t = TokenTree::rooted(u32::MAX);
+    for i in 0..n {
+        t.push(
+            i as u32,
+            Some(i as u32),
+            Meta::drafted(Source::Reference, 0.5),
+        );
+    }
+    t
+}
+
+/// The drafted nodes of `chain(n)` on the accepted path, in the tree's numbering.
+fn first(n: usize) -> Vec<usize> {
+    (1..=n).collect()
+}
+
+#[test]
+fn poor_acceptance_turns_drafting_off_and_good_acceptance_on() {
+    let cost = CostModel::default();
+    let mut p = BudgetPolicy::new(32);
+    for _ in 0..60 {
+        p.observe(&chain(8), &[]);
+    }
+    let kept: Vec<usize> = (0..PROBE_EVERY)
+        .map(|_| {
+            p.trim(chain(8), 100, &cost, &mut BatchLoad::default())
+                .drafted()
+        })
+        .collect();
+    assert!(
+        kept.iter().filter(|&&k| k == 0).count() >= PROBE_EVERY - 1,
+        "{kept:?}"
+    );
+    for _ in 0..60 {
+        p.observe(&chain(16), &first(16));
+    }
+    assert!(
+        p.trim(chain(16), 100, &cost, &mut BatchLoad::default())
+            .drafted()
+            >= 8
+    );
+}
+
+#[test]
+fn trimming_keeps_a_connected_prefix_in_dfs_order() {
+    let mut p = BudgetPolicy::new(32);
+    for _ in 0..30 {
+        p.observe(&chain(4), &first(2));
+    }
+    let t = p.trim(
+        chain(12),
+        100,
+        &CostModel::default(),
+        &mut BatchLoad::default(),
+    );
+    assert!(t.drafted() > 0 && t.drafted() < 12);
+    for (i, n) in t.nodes().iter().enumerate() {
+        assert_eq!(n.parent, i.checked_sub(1).map(|p| p as u32));
+    }
+}
+
+#[test]
+fn a_new_request_inherits_earlier_acceptance_with_bounded_weight() {
+    let mut done = BudgetPolicy::new(32);
+    for _ in 0..60 {
+        done.observe(&chain(16), &first(16));
+    }
+    let mut memory = AcceptanceMemory::default();
+    memory.learn(&done);
+    let cost = CostModel::default();
+    let fresh = BudgetPolicy::new(32).trim(chain(16), 100, &cost, &mut BatchLoad::default());
+    let mut informed = BudgetPolicy::inheriting(32, &memory);
+    let kept = informed.trim(chain(16), 100, &cost, &mut BatchLoad::default());
+    assert!(
+        kept.drafted() > fresh.drafted(),
+        "{} vs {}",
+        kept.drafted(),
+        fresh.drafted()
+    );
+    // Bounded: the request's own rejections soon turn drafting off.
+    for _ in 0..40 {
+        informed.observe(&chain(8), &[]);
+    }
+    let after = informed.trim(chain(16), 100, &cost, &mut BatchLoad::default());
+    assert!(after.drafted() <= PROBE_NODES, "{} nodes", after.drafted());
+}
+
+#[test]
+fn requests_inherit_only_from_their_own_drafter() {
+    let mut rejected = BudgetPolicy::new(32);
+    for _ in 0..60 {
+        rejected.observe(&chain(8), &[]);
+    }
+    let mut memories = AcceptanceMemories::default();
+    memories.learn("prompt", &rejected);
+    let cost = CostModel::default();
+    let kept = |mut p: BudgetPolicy| {
+        p.trim(chain(16), 100, &cost, &mut BatchLoad::default())
+            .drafted()
+    };
+    let fresh = kept(BudgetPolicy::new(32));
+    assert_eq!(kept(memories.policy("auto", 32)), fresh);
+    assert!(kept(memories.policy("prompt", 32)) < fresh);
+}
+
+#[test]
+fn learned_costs_shape_the_curve() {
+    let mut c = CostModel::default();
+    c.observe(1, 100, 5.0);
+    c.observe(16, 100, 50.0);
+    assert!((c.relative(16, 100) - 10.0).abs() < 1e-9);
+    assert!(c.relative(12, 100) > c.relative(8, 100));
+    // Another context length has its own curve.
+    assert!(c.relative(16, 1500) < 10.0);
+    assert!(CostModel::default().relative(16, 1500) > CostModel::default().relative(16, 100));
+}
