@@ -204,7 +204,7 @@ impl Trie {
     }
 
     /// Drops every node with count <= 1 and halves the others' counts (Lookahead's
-    /// squeeze). TrieNode ids change (the epoch moves on).
+    /// squeeze). Node ids change (the epoch moves on).
     pub fn decay(&mut self) {
         let old = std::mem::take(&mut self.nodes);
         let mut fresh = Trie::new(self.config.clone());
