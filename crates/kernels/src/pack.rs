@@ -14,11 +14,9 @@
 
 use crate::align::AlignedBuf;
 use crate::error::KernelError;
-use crate::quant::quantize_row_q8_0_ggml;
+use crate::quant::{quantize_row_q8_0_ggml, QK};
 use half::f16;
 
-/// Values per quantization block (GGML `QK`).
-pub(crate) const QK: usize = 32;
 /// Output columns per tile.
 pub(crate) const TILE: usize = 32;
 /// Bytes of the f32 scale (or min) array of one record.

@@ -3,8 +3,10 @@
 //! never depend on the CPU or the batch.
 
 use crate::error::KernelError;
-use crate::pack::QK;
 use half::f16;
+
+/// Values per quantization block (GGML `QK`).
+pub(crate) const QK: usize = 32;
 
 /// Per (row, block) values the kernels' float epilogue and integer offsets need.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]

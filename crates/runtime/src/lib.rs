@@ -11,6 +11,7 @@ mod batch;
 mod config;
 mod fake;
 mod kv;
+mod metadata;
 mod model;
 mod ops;
 mod target;

@@ -3,8 +3,6 @@
 
 use specdec_drafters::{Source, TokenTree};
 
-use super::policy::BudgetPolicy;
-
 pub(super) const DEPTHS: usize = 16;
 pub(super) const SOURCES: usize = 7;
 /// Buckets of the drafter's score of a branch's first node.
@@ -64,6 +62,10 @@ pub(super) fn keys(tree: &TokenTree) -> Vec<(usize, usize)> {
     keys
 }
 
+/// One (accepted, offered) pair per rate key and sibling kind: what a request's policy
+/// learns and a memory keeps. A policy lends its table through `AsRef`.
+pub type Rates = [[(f64, f64); 2]];
+
 /// Acceptance evidence carried across requests (engine-wide): each finished request's
 /// final rates are blended in, and new requests start from them.
 #[derive(Clone, Debug)]
@@ -82,8 +84,8 @@ impl Default for AcceptanceMemory {
 impl AcceptanceMemory {
     /// Blends a finished request's rates in (equal weight to all before it, so the
     /// memory follows the workload as it changes).
-    pub fn learn(&mut self, finished: &BudgetPolicy) {
-        for (mem, req) in self.rates.iter_mut().zip(&finished.rates) {
+    pub fn learn(&mut self, finished: &impl AsRef<Rates>) {
+        for (mem, req) in self.rates.iter_mut().zip(finished.as_ref()) {
             for (m, &(a, o)) in mem.iter_mut().zip(req) {
                 *m = (0.5 * (m.0 + a), 0.5 * (m.1 + o));
             }
@@ -100,17 +102,16 @@ pub struct AcceptanceMemories {
 }
 
 impl AcceptanceMemories {
-    /// A policy for a new request drafted by `drafter`, from what earlier requests with
-    /// that drafter learned.
-    pub fn policy(&self, drafter: &str, max_nodes: usize) -> BudgetPolicy {
-        match self.by_drafter.iter().find(|(n, _)| *n == drafter) {
-            Some((_, m)) => BudgetPolicy::inheriting(max_nodes, m),
-            None => BudgetPolicy::new(max_nodes),
-        }
+    /// What earlier requests drafted by `drafter` learned, if any finished.
+    pub fn memory(&self, drafter: &str) -> Option<&AcceptanceMemory> {
+        self.by_drafter
+            .iter()
+            .find(|(n, _)| *n == drafter)
+            .map(|(_, m)| m)
     }
 
     /// Blends a finished request's rates into its drafter's memory.
-    pub fn learn(&mut self, drafter: &'static str, finished: &BudgetPolicy) {
+    pub fn learn(&mut self, drafter: &'static str, finished: &impl AsRef<Rates>) {
         let i = match self.by_drafter.iter().position(|(n, _)| *n == drafter) {
             Some(i) => i,
             None => {

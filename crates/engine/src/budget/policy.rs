@@ -3,7 +3,8 @@
 use specdec_drafters::TokenTree;
 
 use super::acceptance::{
-    keys, AcceptanceMemory, CONFIDENCES, DEPTHS, INHERITED_WEIGHT, PRIOR_WEIGHT, SOURCES,
+    keys, AcceptanceMemories, AcceptanceMemory, Rates, CONFIDENCES, DEPTHS, INHERITED_WEIGHT,
+    PRIOR_WEIGHT, SOURCES,
 };
 use super::cost::{BatchLoad, CostModel};
 
@@ -146,6 +147,23 @@ impl BudgetPolicy {
                 *a = 0.95 * *a + f64::from(u8::from(on_path[i]));
                 *o = 0.95 * *o + 1.0;
             }
+        }
+    }
+}
+
+impl AsRef<Rates> for BudgetPolicy {
+    fn as_ref(&self) -> &Rates {
+        &self.rates
+    }
+}
+
+impl AcceptanceMemories {
+    /// A policy for a new request drafted by `drafter`, from what earlier requests with
+    /// that drafter learned.
+    pub fn policy(&self, drafter: &str, max_nodes: usize) -> BudgetPolicy {
+        match self.memory(drafter) {
+            Some(m) => BudgetPolicy::inheriting(max_nodes, m),
+            None => BudgetPolicy::new(max_nodes),
         }
     }
 }

@@ -11,8 +11,8 @@
 #![allow(clippy::needless_range_loop)]
 
 use crate::isa::Isa;
-use crate::pack::{PackedMatrix, WeightFormat, QK, TILE};
-use crate::quant::{BlockMeta, QuantizedRows};
+use crate::pack::{PackedMatrix, WeightFormat, TILE};
+use crate::quant::{BlockMeta, QuantizedRows, QK};
 use std::marker::PhantomData;
 use std::ops::Range;
 

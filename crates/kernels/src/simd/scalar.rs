@@ -2,8 +2,9 @@
 //! It is the reference every SIMD path must match bit for bit.
 
 use super::{drive, Job, Tile, TileKernel};
-use crate::pack::{WeightFormat, QK, TILE};
+use crate::pack::{WeightFormat, TILE};
 use crate::quant::BlockMeta;
+use crate::quant::QK;
 
 /// # Safety
 /// The contract of [`drive`].
