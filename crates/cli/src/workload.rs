@@ -111,7 +111,9 @@ struct Slot(usize);
 
 impl specdec_engine::Job for Slot {}
 
-/// Runs `reqs` together through the scheduler; their outputs in order and the wall time.
+/// Runs `reqs` through the scheduler, as many at a time as it has room for, admitting the
+/// next as soon as one finishes (continuous batching); their outputs in order and the
+/// wall time.
 fn run_together(
     sched: &mut Scheduler<'_, Slot>,
     reqs: Vec<GenerateRequest>,
@@ -119,16 +121,25 @@ fn run_together(
     let t0 = Instant::now();
     let n = reqs.len();
     let mut outs: Vec<Option<GenerateOutput>> = (0..n).map(|_| None).collect();
-    for (i, req) in reqs.into_iter().enumerate() {
-        sched
-            .admit(req, Box::new(|_: &str| true), Slot(i), None)
-            .map_err(|(_, e)| e)?;
-    }
-    for f in sched.drain(&mut |_, _| {}) {
-        match f.outcome {
-            Outcome::Done(out) => outs[f.job.0] = Some(*out),
-            Outcome::Expired(_) => anyhow::bail!("a record ran past a deadline it did not have"),
-            Outcome::Failed(e) => return Err(e.into()),
+    let mut queue = reqs.into_iter().enumerate();
+    loop {
+        while sched.has_room() {
+            let Some((i, req)) = queue.next() else { break };
+            sched
+                .admit(req, Box::new(|_: &str| true), Slot(i), None)
+                .map_err(|(_, e)| e)?;
+        }
+        if sched.is_idle() {
+            break;
+        }
+        for f in sched.step(&mut |_, _| {}) {
+            match f.outcome {
+                Outcome::Done(out) => outs[f.job.0] = Some(*out),
+                Outcome::Expired(_) => {
+                    anyhow::bail!("a record ran past a deadline it did not have")
+                }
+                Outcome::Failed(e) => return Err(e.into()),
+            }
         }
     }
     let outs = outs
@@ -201,8 +212,11 @@ pub fn run(opts: &Options) -> anyhow::Result<()> {
     let mut wall = vec![0f64; methods.len()];
     let (mut oracle_tokens, mut oracle_steps) = (0, 0);
     let mut done = 0;
-    // Records `concurrency` at a time, every method on each group before the next.
-    for group in records.chunks(concurrency) {
+    // Methods take turns on groups of records (one record at a time without concurrency,
+    // as before); within a group up to `concurrency` records are in flight, refilled as
+    // they finish, so the group's tail is the only time the batch runs short.
+    let group_size = if concurrency == 1 { 1 } else { 4 * concurrency };
+    for group in records.chunks(group_size) {
         let mut plain: Vec<Vec<u32>> = Vec::new();
         for (mi, m) in methods.iter().enumerate() {
             let reqs = group
