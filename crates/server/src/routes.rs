@@ -36,7 +36,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route_layer(middleware::from_fn_with_state(state.clone(), auth));
     Router::new()
         .merge(v1)
-        .route("/health", get(|| async { Json(json!({"status": "ok"})) }))
+        .route("/health", get(health))
         .route("/metrics", get(metrics))
         .fallback(|uri: Uri| async move { ApiError::NotFound(uri.path().to_string()) })
         .method_not_allowed_fallback(|uri: Uri| async move {
@@ -62,6 +62,19 @@ async fn auth(
         }
     }
     next.run(req).await
+}
+
+/// 200 while the engine serves; 503 with the reason when its thread ended or its last
+/// steps all failed.
+async fn health(State(s): State<Arc<AppState>>) -> Response {
+    match s.metrics.health.check() {
+        Ok(()) => Json(json!({"status": "ok"})).into_response(),
+        Err(reason) => (
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({"status": "unhealthy", "reason": reason})),
+        )
+            .into_response(),
+    }
 }
 
 async fn metrics(State(s): State<Arc<AppState>>) -> Response {

@@ -104,6 +104,17 @@ pub fn spawn(
     std::thread::Builder::new()
         .name("specdec-engine".into())
         .spawn(move || {
+            // However the thread ends (a panic included), /health hears of it.
+            struct Stopped(Arc<Metrics>);
+            impl Drop for Stopped {
+                fn drop(&mut self) {
+                    self.0.health.engine_stopped();
+                    if std::thread::panicking() {
+                        tracing::error!("the engine thread panicked; no request can be served");
+                    }
+                }
+            }
+            let _stopped = Stopped(metrics.clone());
             let mut engine = Engine::new(model.as_ref(), &tokenizer).with_pools(pools);
             if config.prefix_cache_bytes > 0 {
                 engine = engine.with_prefix_cache(config.prefix_cache_bytes);
@@ -144,7 +155,9 @@ fn run(
                 Err(_) => break,
             }
         }
-        for f in scheduler.step(&mut progress) {
+        let finished = scheduler.step(&mut progress);
+        metrics.health.failing_steps(scheduler.failing_steps());
+        for f in finished {
             metrics.running(-1);
             let elapsed = f.job.arrived.elapsed();
             let result = match f.outcome {

@@ -450,3 +450,49 @@ async fn clients_sharing_an_api_key_without_a_tenant_share_no_cached_prefix() {
     let (_, v) = send_json(app, authed(&body)).await;
     assert!(cached_tokens(&v) > 0, "{v}");
 }
+
+fn state_with_metrics(metrics: Arc<Metrics>) -> Arc<AppState> {
+    let base = state();
+    Arc::new(AppState {
+        frontend: base.frontend.clone(),
+        queue: Queue::new(1, metrics.clone()).0,
+        metrics,
+        api_key: None,
+        started: base.started,
+    })
+}
+
+#[tokio::test]
+async fn health_says_503_after_the_engines_steps_all_fail() {
+    let metrics = Arc::new(Metrics::new("smol"));
+    let app = router(state_with_metrics(metrics.clone()));
+    assert_eq!(send(app.clone(), get("/health")).await.0, StatusCode::OK);
+    // One request failing alone is not the engine failing.
+    metrics.health.failing_steps(1);
+    assert_eq!(send(app.clone(), get("/health")).await.0, StatusCode::OK);
+    let n = specdec_server::metrics::UNHEALTHY_AFTER_FAILING_STEPS;
+    metrics.health.failing_steps(n);
+    let (s, v) = send_json(app.clone(), get("/health")).await;
+    assert_eq!(s, StatusCode::SERVICE_UNAVAILABLE, "{v}");
+    assert_eq!(v["status"], "unhealthy");
+    assert!(v["reason"].as_str().unwrap().contains("failed"), "{v}");
+    // A step that succeeds makes it healthy again.
+    metrics.health.failing_steps(0);
+    assert_eq!(send(app, get("/health")).await.0, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn health_says_503_once_the_engine_thread_ended() {
+    let server = specdec_server::Server::load(&common::config()).unwrap();
+    let metrics = server.state.metrics.clone();
+    let app = router(state_with_metrics(metrics));
+    assert_eq!(send(app.clone(), get("/health")).await.0, StatusCode::OK);
+    // Dropping the last queue ends the engine thread.
+    drop(server.state);
+    tokio::task::spawn_blocking(move || server.engine.join().unwrap())
+        .await
+        .unwrap();
+    let (s, v) = send_json(app, get("/health")).await;
+    assert_eq!(s, StatusCode::SERVICE_UNAVAILABLE, "{v}");
+    assert!(v["reason"].as_str().unwrap().contains("not running"), "{v}");
+}
