@@ -128,6 +128,11 @@ impl Metrics {
         self.waiting.fetch_add(delta, Relaxed);
     }
 
+    /// (requests queued, requests running).
+    pub fn in_flight(&self) -> (i64, i64) {
+        (self.waiting.load(Relaxed), self.running.load(Relaxed))
+    }
+
     pub fn running(&self, delta: i64) {
         self.running.fetch_add(delta, Relaxed);
     }
