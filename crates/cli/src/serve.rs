@@ -87,6 +87,17 @@ fn signals() -> anyhow::Result<impl std::future::Future<Output = ()>> {
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
+    // Every reason the server does not start (or stops) is in the log, not only on stderr.
+    serve(args).inspect_err(|e| tracing::error!("serve: {e:#}"))
+}
+
+fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    if args.api_key.as_deref() == Some("") {
+        tracing::warn!("the API key is empty: no key is required");
+    }
+    if args.model.threads == 0 {
+        tracing::warn!("--threads 0 is not allowed; using 1");
+    }
     let config = ServerConfig {
         model: model_path(args.model.model.as_deref())?,
         model_id: args.served_model_name,
@@ -138,7 +149,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     if args.timeout == 0 {
         tracing::warn!("--timeout 0 is not allowed; using 1 second");
     }
-    let server = Server::load(&config).inspect_err(|e| tracing::error!("could not start: {e}"))?;
+    let server = Server::load(&config)?;
     let grace = Duration::from_secs(args.shutdown_grace);
     let model_id = server.state.frontend.model_id.clone();
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -149,8 +160,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         let shutdown = signals()?;
         let listener = tokio::net::TcpListener::bind((args.host.as_str(), args.port))
             .await
-            .with_context(|| format!("binding {}:{}", args.host, args.port))
-            .inspect_err(|e| tracing::error!("could not start: {e:#}"))?;
+            .with_context(|| format!("binding {}:{}", args.host, args.port))?;
         let addr = listener.local_addr()?;
         // Scripts and tests read this line to find the port.
         println!("specdec serving {model_id} on http://{addr}/v1");

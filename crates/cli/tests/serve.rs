@@ -202,3 +202,63 @@ fn a_second_signal_exits_at_once_with_code_130() {
     let status = wait_at_most(&mut server, Duration::from_secs(10));
     assert_eq!(status.code(), Some(130), "{status}");
 }
+
+/// Runs `specdec serve ARGS` until it exits (after SIGTERM once it serves, when
+/// `serves`), and returns its log.
+fn log_of(args: &[&str], serves: bool) -> String {
+    let log = std::env::temp_dir().join(format!(
+        "specdec-serve-{}-{}.log",
+        std::process::id(),
+        args.len()
+    ));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_specdec"))
+        .args(["serve", "--port", "0"])
+        .args(args)
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    if serves {
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert!(line.contains("http://"), "{line}");
+        let mut server = Serve(child);
+        signal(&server, "-TERM");
+        assert!(wait_at_most(&mut server, Duration::from_secs(20)).success());
+    } else {
+        assert_eq!(child.wait().unwrap().code(), Some(1));
+    }
+    std::fs::read_to_string(&log).unwrap()
+}
+
+#[test]
+fn start_up_settings_refusals_and_shutdown_phases_are_logged() {
+    let trie = temp_trie("log");
+    let log = log_of(
+        &["--trie", trie.to_str().unwrap(), "--budget", "100000"],
+        true,
+    );
+    for want in [
+        "INFO",
+        "starting: model",
+        "trie /tmp",
+        "concurrent requests",
+        "serving",
+        "WARN",
+        "--budget 100000 is above the limit",
+        "SIGTERM: shutting down",
+        "shutdown: taking no new connections",
+        "saved drafting state",
+        "shutdown: done",
+    ] {
+        assert!(log.contains(want), "no `{want}` in the log:\n{log}");
+    }
+    let log = log_of(&["--max-concurrent", "0"], false);
+    assert!(
+        log.contains("ERROR") && log.contains("--max-concurrent"),
+        "{log}"
+    );
+}

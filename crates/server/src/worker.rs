@@ -213,6 +213,11 @@ fn run(
                     Ok(out)
                 }
                 Outcome::Expired(out) => {
+                    tracing::warn!(
+                        "a request ran past the timeout of {}s after {} tokens",
+                        config.timeout.as_secs(),
+                        out.completion_tokens
+                    );
                     metrics.finished("timeout", out.prompt_tokens, &out.spec, elapsed);
                     Err(ApiError::Timeout(config.timeout.as_secs()))
                 }
