@@ -51,9 +51,53 @@ pub struct ServeArgs {
     /// next turn, a common system prompt); 0 turns prefix reuse off.
     #[arg(long, default_value_t = 512)]
     pub prefix_cache_mib: usize,
+    /// Seconds the requests in flight get to finish after SIGTERM or Ctrl-C; those still
+    /// running are then cancelled, and the trie is saved. A second signal exits at once
+    /// (code 130) without saving.
+    #[arg(long, default_value_t = 30)]
+    pub shutdown_grace: u64,
+}
+
+/// The first SIGTERM or SIGINT resolves the returned future; a second one exits at once.
+fn signals() -> anyhow::Result<impl std::future::Future<Output = ()>> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).context("listening for SIGTERM")?;
+    let mut int = signal(SignalKind::interrupt()).context("listening for SIGINT")?;
+    let (first, heard) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        let name = tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = int.recv() => "SIGINT",
+        };
+        tracing::info!("{name}: shutting down (a second signal exits at once)");
+        let _ = first.send(());
+        let name = tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = int.recv() => "SIGINT",
+        };
+        tracing::error!(
+            "{name} again: exiting now (code 130), cancelling requests in flight without \
+             saving the drafting state"
+        );
+        std::process::exit(130);
+    });
+    Ok(async move {
+        let _ = heard.await;
+    })
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
+    // Every reason the server does not start (or stops) is in the log, not only on stderr.
+    serve(args).inspect_err(|e| tracing::error!("serve: {e:#}"))
+}
+
+fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    if args.api_key.as_deref() == Some("") {
+        tracing::warn!("the API key is empty: no key is required");
+    }
+    if args.model.threads == 0 {
+        tracing::warn!("--threads 0 is not allowed; using 1");
+    }
     let config = ServerConfig {
         model: model_path(args.model.model.as_deref())?,
         model_id: args.served_model_name,
@@ -68,13 +112,52 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         default_max_draft: args.budget.min(specdec_server::validate::MAX_DRAFT_LIMIT),
         prefix_cache_bytes: args.prefix_cache_mib.saturating_mul(1 << 20),
     };
+    tracing::info!(
+        "starting: model {}, {} threads, {} concurrent requests, queue {}, timeout {}s, \
+         api key {}, trie {}, pools {}, draft {} (budget {}), prefix cache {} MiB, \
+         shutdown grace {}s",
+        config.model.display(),
+        config.threads,
+        config.max_concurrent,
+        config.max_queue,
+        config.timeout.as_secs(),
+        if config.api_key.is_some() {
+            "required"
+        } else {
+            "none"
+        },
+        config
+            .trie
+            .as_ref()
+            .map_or("none (in memory)".into(), |p| p.display().to_string()),
+        config
+            .pools
+            .as_ref()
+            .map_or("none (in memory)".into(), |p| p.display().to_string()),
+        config.default_method.name(),
+        config.default_max_draft,
+        args.prefix_cache_mib,
+        args.shutdown_grace,
+    );
+    if args.budget > config.default_max_draft {
+        tracing::warn!(
+            "--budget {} is above the limit; using {}",
+            args.budget,
+            config.default_max_draft
+        );
+    }
+    if args.timeout == 0 {
+        tracing::warn!("--timeout 0 is not allowed; using 1 second");
+    }
     let server = Server::load(&config)?;
+    let grace = Duration::from_secs(args.shutdown_grace);
     let model_id = server.state.frontend.model_id.clone();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()?;
     rt.block_on(async move {
+        let shutdown = signals()?;
         let listener = tokio::net::TcpListener::bind((args.host.as_str(), args.port))
             .await
             .with_context(|| format!("binding {}:{}", args.host, args.port))?;
@@ -82,11 +165,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         // Scripts and tests read this line to find the port.
         println!("specdec serving {model_id} on http://{addr}/v1");
         tracing::info!("serving {model_id} on http://{addr}/v1");
-        let shutdown = async {
-            let _ = tokio::signal::ctrl_c().await;
-            tracing::info!("shutting down: finishing requests in flight");
-        };
-        specdec_server::serve(listener, server, shutdown).await?;
+        specdec_server::serve(listener, server, shutdown, grace).await?;
         Ok(())
     })
 }

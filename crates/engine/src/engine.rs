@@ -94,12 +94,13 @@ impl<'m> Engine<'m> {
         if spec.method.uses_trie() {
             self.pools.mark_dirty(spec.pool.as_ref());
         }
+        let scope = g.cache_scope().clone();
         let (out, seq, learned) = g.into_parts(self.tokenizer);
         if let Some((name, policy)) = learned {
             self.acceptance.learn(name, &policy);
         }
         if let Some(c) = &mut self.prefix_cache {
-            c.insert(seq);
+            c.insert(&scope, seq);
         }
         out
     }
@@ -150,7 +151,7 @@ impl<'m> Engine<'m> {
         let seq = self
             .prefix_cache
             .as_mut()
-            .and_then(|c| c.lookup(head))
+            .and_then(|c| c.lookup(&req.cache_scope, head))
             .unwrap_or_else(|| self.target.new_sequence());
         let name = drafter.as_ref().map_or("", |d| d.name());
         let policy = self.acceptance.policy(name, req.speculation.max_draft);

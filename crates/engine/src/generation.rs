@@ -14,7 +14,7 @@ use specdec_tokenizer::{StreamDecoder, Tokenizer};
 use specdec_verify::Rng;
 
 use crate::budget::{BatchLoad, BudgetPolicy, CostModel};
-use crate::request::{FinishReason, GenerateOutput, GenerateRequest, Speculation};
+use crate::request::{CacheScope, FinishReason, GenerateOutput, GenerateRequest, Speculation};
 use crate::stats::SpecStats;
 use crate::stop::{StopEvent, StopMatcher};
 use crate::EngineError;
@@ -170,6 +170,11 @@ impl<'a> Generation<'a> {
     /// How the request speculates.
     pub fn speculation(&self) -> &Speculation {
         &self.req.speculation
+    }
+
+    /// Whose cached prefixes the request may reuse (and who may reuse its cache).
+    pub fn cache_scope(&self) -> &CacheScope {
+        &self.req.cache_scope
     }
 
     /// Ends the generation before its next step (client gone, timeout).

@@ -22,7 +22,7 @@ pub use generation::{Generation, Sink};
 pub use load::{Loaded, ModelMeta};
 pub use method::DraftMethod;
 pub use pools::{load_trie, new_trie, save_trie, PoolName, Pools};
-pub use request::{FinishReason, GenerateOutput, GenerateRequest, Speculation};
+pub use request::{CacheScope, FinishReason, GenerateOutput, GenerateRequest, Speculation, Tenant};
 pub use scheduler::{Finished, Job, Outcome, Scheduler};
 pub use specdec_runtime::{Model, ModelConfig, Target};
 pub use specdec_tokenizer::{ChatMessage, ChatTemplate, Tokenizer};

@@ -3,13 +3,20 @@
 //! prompt or retrieved documents, a client retrying. A position's keys and values depend
 //! only on the tokens up to it (the runtime is batch-invariant), so a reused prefix gives
 //! exactly the tokens a fresh prefill would.
+//!
+//! Entries are kept per [`CacheScope`]: a request reuses only prefixes of requests of its
+//! own scope, since a hit's length (reported as cached tokens, and visible in latency)
+//! tells what the prompt shares with an earlier one.
 
 use specdec_runtime::Sequence;
+
+use crate::request::CacheScope;
 
 /// Shared prefixes shorter than this are prefilled afresh (reuse would not pay).
 const MIN_REUSE: usize = 16;
 
 struct Entry {
+    scope: CacheScope,
     seq: Sequence,
     last_used: u64,
 }
@@ -38,15 +45,19 @@ impl PrefixCache {
         }
     }
 
-    /// A sequence holding the longest cached prefix of `tokens`, if one is worth reusing:
-    /// a fork that shares the cached blocks (copy-on-write), so a hit copies at most one
-    /// partial block.
-    pub fn lookup(&mut self, tokens: &[u32]) -> Option<Sequence> {
+    /// A sequence holding the longest prefix of `tokens` cached by a request of `scope`, if
+    /// one is worth reusing: a fork that shares the cached blocks (copy-on-write), so a hit
+    /// copies at most one partial block.
+    pub fn lookup(&mut self, scope: &CacheScope, tokens: &[u32]) -> Option<Sequence> {
         self.clock += 1;
+        if *scope == CacheScope::Private {
+            return None;
+        }
         let (best, len) = self
             .entries
             .iter()
             .enumerate()
+            .filter(|(_, e)| e.scope == *scope)
             .map(|(i, e)| (i, common_prefix(e.seq.tokens(), tokens)))
             .max_by_key(|&(_, n)| n)?;
         if len < MIN_REUSE {
@@ -59,9 +70,12 @@ impl PrefixCache {
         Some(e.seq.prefix(len))
     }
 
-    /// Keeps a finished sequence for later requests.
-    pub fn insert(&mut self, mut seq: Sequence) {
+    /// Keeps a finished sequence for later requests of `scope` (none for a private one).
+    pub fn insert(&mut self, scope: &CacheScope, mut seq: Sequence) {
         self.clock += 1;
+        if *scope == CacheScope::Private {
+            return;
+        }
         // Drop the growth headroom first, so the entry is measured at what it keeps.
         seq.shrink_to_fit();
         let bytes = seq.memory_bytes();
@@ -71,10 +85,16 @@ impl PrefixCache {
         // An entry this one extends (or equals) is superseded; one that extends this one
         // already holds everything it could offer.
         let new = seq.tokens();
-        if self.entries.iter().any(|e| e.seq.tokens().starts_with(new)) {
+        let same = |e: &Entry| e.scope == *scope;
+        if self
+            .entries
+            .iter()
+            .any(|e| same(e) && e.seq.tokens().starts_with(new))
+        {
             return;
         }
-        self.entries.retain(|e| !new.starts_with(e.seq.tokens()));
+        self.entries
+            .retain(|e| !(same(e) && new.starts_with(e.seq.tokens())));
         while self.used() + bytes > self.max_bytes {
             let Some(oldest) = self
                 .entries
@@ -88,7 +108,11 @@ impl PrefixCache {
             self.entries.swap_remove(oldest);
         }
         let last_used = self.clock;
-        self.entries.push(Entry { seq, last_used });
+        self.entries.push(Entry {
+            scope: scope.clone(),
+            seq,
+            last_used,
+        });
     }
 
     fn used(&self) -> usize {

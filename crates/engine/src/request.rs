@@ -35,6 +35,38 @@ impl Default for Speculation {
     }
 }
 
+/// Who may reuse a request's cached prompt prefix, and whose it may reuse. A hit reports
+/// its length (`cached_prompt_tokens`) and is faster, so reuse across clients would let one
+/// learn another's prompt token by token: only requests of one scope share.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub enum CacheScope {
+    /// Every request of this scope shares with every other (one caller's own engine: the
+    /// command line, a benchmark, a server without clients to tell apart).
+    #[default]
+    Shared,
+    /// Only requests of the same tenant share.
+    Tenant(Tenant),
+    /// Reuses nothing and leaves nothing for others.
+    Private,
+}
+
+/// A client identity for [`CacheScope::Tenant`] (an opaque string: a hash, a user id).
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct Tenant(String);
+
+impl Tenant {
+    pub fn new(id: impl Into<String>) -> Self {
+        Tenant(id.into())
+    }
+}
+
+impl std::fmt::Debug for Tenant {
+    /// Never the identity itself (requests are logged).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Tenant(..)")
+    }
+}
+
 /// A validated generation request in token space.
 #[derive(Clone, Debug)]
 pub struct GenerateRequest {
@@ -43,6 +75,8 @@ pub struct GenerateRequest {
     pub sampling: SamplingParams,
     pub stop: Vec<String>,
     pub speculation: Speculation,
+    /// Whose cached prefixes this request may reuse.
+    pub cache_scope: CacheScope,
 }
 
 impl GenerateRequest {
@@ -54,6 +88,7 @@ impl GenerateRequest {
             sampling: SamplingParams::default(),
             stop: Vec::new(),
             speculation: Speculation::default(),
+            cache_scope: CacheScope::Shared,
         }
     }
 

@@ -69,6 +69,8 @@ pub struct Scheduler<'m, J> {
     active: Vec<Active<J>>,
     save_every: Option<Duration>,
     last_save: Instant,
+    /// Steps in a row in which every request failed.
+    failing_steps: usize,
 }
 
 fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
@@ -96,6 +98,7 @@ impl<'m, J: Job> Scheduler<'m, J> {
             active: Vec::new(),
             save_every: None,
             last_save: Instant::now(),
+            failing_steps: 0,
         }
     }
 
@@ -125,6 +128,13 @@ impl<'m, J: Job> Scheduler<'m, J> {
 
     pub fn is_idle(&self) -> bool {
         self.active.is_empty()
+    }
+
+    /// Steps in a row (up to the last one that ran a forward) in which every request
+    /// failed: 0 once any step succeeds for any request. A rising count means the engine,
+    /// not a request, is broken.
+    pub fn failing_steps(&self) -> usize {
+        self.failing_steps
     }
 
     /// Starts `req`; it joins the next step. A request the engine refuses comes back with
@@ -234,23 +244,37 @@ impl<'m, J: Job> Scheduler<'m, J> {
             return;
         }
         let Err(e) = guarded_step(&mut self.engine, &mut batch) else {
+            self.failing_steps = 0;
             return;
         };
         drop(batch);
         let live = self.active.iter().filter(|a| !a.gen.is_finished()).count();
         tracing::warn!("a batched step of {live} requests failed ({e}); retrying each alone");
         let mut first = Some(e);
+        let mut any_ok = false;
         for a in self.active.iter_mut().filter(|a| !a.gen.is_finished()) {
             let result = if live == 1 {
                 Err(first.take().expect("one error"))
             } else {
                 guarded_step(&mut self.engine, &mut [&mut a.gen])
             };
-            if let Err(e) = result {
-                tracing::error!("a request failed: {e}");
-                a.gen.cancel();
-                a.failed = Some(e);
+            match result {
+                Ok(()) => any_ok = true,
+                Err(e) => {
+                    tracing::error!("a request failed: {e}");
+                    a.gen.cancel();
+                    a.failed = Some(e);
+                }
             }
+        }
+        if any_ok {
+            self.failing_steps = 0;
+        } else {
+            self.failing_steps += 1;
+            tracing::warn!(
+                "{} steps in a row failed for every request",
+                self.failing_steps
+            );
         }
     }
 

@@ -326,6 +326,27 @@ fn a_step_that_fails_fails_only_its_request() {
 }
 
 #[test]
+fn steps_that_fail_for_every_request_are_counted_until_one_succeeds() {
+    let t = target();
+    // One prompt token: the first step already verifies a draft (no prefill).
+    let req = request(&[9], &[], &SamplingParams::default(), 20);
+    let mut sched = Scheduler::new(Engine::new(&t, tokenizer()), 4);
+    let sink = || Box::new(|_: &str| true);
+    for n in 1..=3 {
+        let bad = Some(Box::new(OutOfVocab) as Box<dyn Drafter>);
+        sched
+            .admit_with(req.clone(), bad, sink(), client(n), None)
+            .unwrap();
+        let left = sched.step(&mut |_, _| {});
+        assert!(matches!(left[0].outcome, Outcome::Failed(_)));
+        assert_eq!(sched.failing_steps(), n);
+    }
+    sched.admit(req, sink(), client(9), None).unwrap();
+    sched.step(&mut |_, _| {});
+    assert_eq!(sched.failing_steps(), 0);
+}
+
+#[test]
 fn a_pool_learns_only_from_its_own_requests() {
     let t = target();
     let mut engine = Engine::new(&t, tokenizer());

@@ -40,3 +40,41 @@ fn a_chats_next_turn_reuses_the_first_turns_cache_and_decodes_the_same() {
     let (hits, tokens) = cached.prefix_cache_stats().unwrap();
     assert!(hits >= 2 && tokens > 0);
 }
+
+#[test]
+fn another_tenants_prefix_is_never_reused() {
+    use specdec_engine::{CacheScope, Tenant};
+    let f = fixture();
+    let mut engine = Engine::new(&f.model, &f.tokenizer).with_prefix_cache(256 << 20);
+    let text = f
+        .template
+        .render(
+            &[ChatMessage::new(
+                "user",
+                "The code is 8312. Repeat after me: the code is 8312.",
+            )],
+            true,
+        )
+        .unwrap();
+    let prompt = f.tokenizer.encode_prompt(&text).unwrap();
+    let as_tenant = |scope: CacheScope| GenerateRequest {
+        cache_scope: scope,
+        ..GenerateRequest::new(prompt.clone(), 4)
+    };
+    let a = CacheScope::Tenant(Tenant::new("a"));
+    let b = CacheScope::Tenant(Tenant::new("b"));
+    let run = |e: &mut Engine, r: &GenerateRequest| e.generate(r, &mut |_| true).unwrap();
+    assert_eq!(
+        run(&mut engine, &as_tenant(a.clone())).cached_prompt_tokens,
+        0
+    );
+    for other in [b, CacheScope::Shared, CacheScope::Private] {
+        let out = run(&mut engine, &as_tenant(other.clone()));
+        assert_eq!(out.cached_prompt_tokens, 0, "{other:?}");
+    }
+    // A private request left nothing behind either.
+    let out = run(&mut engine, &as_tenant(CacheScope::Private));
+    assert_eq!(out.cached_prompt_tokens, 0);
+    let out = run(&mut engine, &as_tenant(a));
+    assert_eq!(out.cached_prompt_tokens, prompt.len() - 1);
+}

@@ -119,6 +119,7 @@ impl Server {
             },
             metrics.clone(),
             rx,
+            queue.shutdown(),
         )
         .map_err(ServerError::Thread)?;
         let state = Arc::new(AppState {
@@ -132,21 +133,69 @@ impl Server {
     }
 }
 
-/// Serves `router` on `listener` until `shutdown` resolves, then waits for the engine to
-/// finish the requests in flight (and save the trie).
+/// After a shutdown's grace cancels the requests left, how long their connections get to
+/// take the last events before they are dropped.
+const LINGER: Duration = Duration::from_secs(5);
+
+/// Serves `router` on `listener` until `shutdown` resolves, then stops taking connections,
+/// lets the requests in flight finish for up to `grace`, cancels those still running, and
+/// waits for the engine to stop (saving the drafting state).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     server: Server,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    grace: Duration,
 ) -> std::io::Result<()> {
-    let app = router(server.state.clone());
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await?;
-    drop(server.state);
-    let engine = server.engine;
-    tokio::task::spawn_blocking(move || engine.join())
+    let Server { state, engine } = server;
+    let app = router(state.clone());
+    let (stop, mut stopped) = tokio::sync::watch::channel(false);
+    let mut http = tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async move {
+                let _ = stopped.wait_for(|s| *s).await;
+            })
+            .await
+    });
+    let served = tokio::select! {
+        r = &mut http => Some(r),
+        () = shutdown => None,
+    };
+    if let Some(r) = served {
+        // The listener failed: the engine still stops and saves.
+        tracing::error!("the server stopped on its own: {r:?}");
+        state.queue.cancel_all();
+    } else {
+        let (waiting, running) = state.metrics.in_flight();
+        tracing::info!(
+            "shutdown: taking no new connections; {running} requests running and {waiting} \
+             queued get {}s to finish",
+            grace.as_secs_f64()
+        );
+        let _ = stop.send(true);
+        if tokio::time::timeout(grace, &mut http).await.is_ok() {
+            tracing::info!("shutdown: every request finished");
+        } else {
+            let (waiting, running) = state.metrics.in_flight();
+            tracing::warn!(
+                "shutdown: the grace is over; cancelling {running} running and {waiting} \
+                 queued requests"
+            );
+            state.queue.cancel_all();
+            if tokio::time::timeout(LINGER, &mut http).await.is_err() {
+                tracing::warn!("shutdown: dropping connections still open");
+                http.abort();
+            }
+        }
+    }
+    state.queue.close();
+    drop(state);
+    tracing::info!("shutdown: waiting for the engine to stop and save the drafting state");
+    if tokio::task::spawn_blocking(move || engine.join())
         .await
-        .ok();
+        .map_or(true, |r| r.is_err())
+    {
+        tracing::error!("shutdown: the engine thread panicked");
+    }
+    tracing::info!("shutdown: done");
     Ok(())
 }

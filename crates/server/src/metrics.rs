@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::{Display, Write};
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -66,6 +66,45 @@ pub struct Metrics {
     running: AtomicI64,
     e2e: Histogram,
     ttft: Histogram,
+    /// Whether the engine can serve (`GET /health`).
+    pub health: Health,
+}
+
+/// Steps in a row failing for every request after which the engine is reported unhealthy
+/// (one request that fails by itself fails only its steps; a broken engine fails all).
+pub const UNHEALTHY_AFTER_FAILING_STEPS: usize = 5;
+
+/// The engine thread's health, as the worker reports it.
+#[derive(Debug, Default)]
+pub struct Health {
+    stopped: AtomicBool,
+    failing_steps: AtomicUsize,
+}
+
+impl Health {
+    /// The engine thread ended (shutdown, or a panic outside any step).
+    pub fn engine_stopped(&self) {
+        self.stopped.store(true, Relaxed);
+    }
+
+    /// Steps in a row in which every request failed (0 after a step that succeeded).
+    pub fn failing_steps(&self, n: usize) {
+        self.failing_steps.store(n, Relaxed);
+    }
+
+    /// `Err(reason)` when the engine cannot serve requests.
+    pub fn check(&self) -> Result<(), String> {
+        if self.stopped.load(Relaxed) {
+            return Err("the engine thread is not running".into());
+        }
+        let n = self.failing_steps.load(Relaxed);
+        if n >= UNHEALTHY_AFTER_FAILING_STEPS {
+            return Err(format!(
+                "the last {n} engine steps failed for every request"
+            ));
+        }
+        Ok(())
+    }
 }
 
 impl Metrics {
@@ -81,11 +120,17 @@ impl Metrics {
             running: AtomicI64::new(0),
             e2e: Histogram::new(LATENCY_BUCKETS),
             ttft: Histogram::new(TTFT_BUCKETS),
+            health: Health::default(),
         }
     }
 
     pub fn queued(&self, delta: i64) {
         self.waiting.fetch_add(delta, Relaxed);
+    }
+
+    /// (requests queued, requests running).
+    pub fn in_flight(&self) -> (i64, i64) {
+        (self.waiting.load(Relaxed), self.running.load(Relaxed))
     }
 
     pub fn running(&self, delta: i64) {

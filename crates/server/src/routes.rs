@@ -36,7 +36,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route_layer(middleware::from_fn_with_state(state.clone(), auth));
     Router::new()
         .merge(v1)
-        .route("/health", get(|| async { Json(json!({"status": "ok"})) }))
+        .route("/health", get(health))
         .route("/metrics", get(metrics))
         .fallback(|uri: Uri| async move { ApiError::NotFound(uri.path().to_string()) })
         .method_not_allowed_fallback(|uri: Uri| async move {
@@ -64,6 +64,19 @@ async fn auth(
     next.run(req).await
 }
 
+/// 200 while the engine serves; 503 with the reason when its thread ended or its last
+/// steps all failed.
+async fn health(State(s): State<Arc<AppState>>) -> Response {
+    match s.metrics.health.check() {
+        Ok(()) => Json(json!({"status": "ok"})).into_response(),
+        Err(reason) => (
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({"status": "unhealthy", "reason": reason})),
+        )
+            .into_response(),
+    }
+}
+
 async fn metrics(State(s): State<Arc<AppState>>) -> Response {
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
@@ -85,15 +98,24 @@ async fn models(State(s): State<Arc<AppState>>) -> Json<ModelList> {
     })
 }
 
-async fn chat(State(s): State<Arc<AppState>>, body: Result<Bytes, BytesRejection>) -> Response {
-    respond(s, Endpoint::Chat, body).await
+/// The header a gateway sets to name the tenant a request comes from (scoping its
+/// prefix-cache reuse; see [`validate::cache_scope`]).
+pub const TENANT_HEADER: &str = "x-specdec-tenant";
+
+async fn chat(
+    State(s): State<Arc<AppState>>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    respond(s, Endpoint::Chat, &headers, body).await
 }
 
 async fn completions(
     State(s): State<Arc<AppState>>,
+    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    respond(s, Endpoint::Completion, body).await
+    respond(s, Endpoint::Completion, &headers, body).await
 }
 
 /// What the response needs of the request once the engine owns it.
@@ -112,9 +134,10 @@ struct Meta {
 async fn respond(
     s: Arc<AppState>,
     endpoint: Endpoint,
+    headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    match enqueue(&s, endpoint, body) {
+    match enqueue(&s, endpoint, headers, body) {
         Ok((meta, rx, true)) => stream(meta, rx).into_response(),
         Ok((meta, rx, false)) => match collect(rx).await {
             Ok(out) => Json(whole(&meta, &out)).into_response(),
@@ -129,18 +152,36 @@ type Enqueued = (Meta, mpsc::UnboundedReceiver<Event>, bool);
 fn enqueue(
     s: &AppState,
     endpoint: Endpoint,
+    headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Enqueued, ApiError> {
     let body = body.map_err(|e| match e.status() {
         axum::http::StatusCode::PAYLOAD_TOO_LARGE => ApiError::TooLarge(crate::MAX_BODY_BYTES),
         _ => ApiError::Malformed(format!("could not read the body: {e}")),
     })?;
+    let tenant = match headers.get(TENANT_HEADER) {
+        None => None,
+        Some(v) => match v.to_str() {
+            Ok(t) if t.len() <= validate::MAX_USER_BYTES => Some(t),
+            _ => {
+                return Err(ApiError::invalid(
+                    TENANT_HEADER,
+                    format!(
+                        "the {TENANT_HEADER} header must be visible ASCII, at most {} bytes",
+                        validate::MAX_USER_BYTES
+                    ),
+                ))
+            }
+        },
+    };
     let ValidRequest {
-        gen,
+        mut gen,
         stream,
         include_usage,
         prediction,
+        user,
     } = validate::parse(&s.frontend, endpoint, &body)?;
+    gen.cache_scope = validate::cache_scope(s.api_key.is_some(), tenant, user.as_deref());
     static NEXT_ID: AtomicU64 = AtomicU64::new(1);
     let n = NEXT_ID.fetch_add(1, Ordering::Relaxed);
     let meta = Meta {

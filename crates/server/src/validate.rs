@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use specdec_engine::{
-    ChatMessage, ChatTemplate, DraftMethod, GenerateRequest, ModelMeta, PoolName, SamplingParams,
-    Speculation, Tokenizer,
+    CacheScope, ChatMessage, ChatTemplate, DraftMethod, GenerateRequest, ModelMeta, PoolName,
+    SamplingParams, Speculation, Tenant, Tokenizer,
 };
 
 use crate::api::{Content, OneOrMany, PromptInput, RequestBody};
@@ -60,6 +60,36 @@ pub struct ValidRequest {
     pub include_usage: bool,
     /// The `prediction`'s tokens, when one was given.
     pub prediction: Option<Vec<u32>>,
+    /// OpenAI's `user`: the end user, which scopes prefix-cache reuse (see
+    /// [`cache_scope`]).
+    pub user: Option<String>,
+}
+
+/// The longest `user` (and tenant header) accepted, in bytes.
+pub const MAX_USER_BYTES: usize = 256;
+
+/// Whose cached prompt prefixes a request may reuse. A hit's length is reported (and
+/// shortens the response time), so reuse across clients would leak their prompts; the
+/// rule is that requests share only with requests naming the same tenant:
+///
+/// - a request naming a tenant (the `X-Specdec-Tenant` header a gateway sets, the body's
+///   `user`, or both) shares with requests naming the same one;
+/// - a request naming none shares nothing when the server requires an API key (one key is
+///   commonly shared by many clients, so it tells no one apart), and shares with the other
+///   anonymous requests on a server without a key (anyone can call it as anyone: it is a
+///   single-user server).
+pub fn cache_scope(api_key_required: bool, header: Option<&str>, user: Option<&str>) -> CacheScope {
+    let header = header.filter(|h| !h.is_empty());
+    let user = user.filter(|u| !u.is_empty());
+    match (header, user) {
+        (None, None) if api_key_required => CacheScope::Private,
+        (None, None) => CacheScope::Shared,
+        // Length-prefixed, so no two pairs make the same identity.
+        (h, u) => {
+            let h = h.unwrap_or("");
+            CacheScope::Tenant(Tenant::new(format!("{}:{h}{}", h.len(), u.unwrap_or(""))))
+        }
+    }
 }
 
 /// Parses and validates a body for `endpoint`.
@@ -456,7 +486,14 @@ fn validate(
         .map(PoolName::parse)
         .transpose()
         .map_err(|e| bad("speculation", format!("speculation.pool: {e}")))?;
+    if body.user.as_ref().is_some_and(|u| u.len() > MAX_USER_BYTES) {
+        return Err(bad(
+            "user",
+            format!("`user` is at most {MAX_USER_BYTES} bytes"),
+        ));
+    }
     Ok(ValidRequest {
+        user: body.user.take(),
         gen: GenerateRequest {
             prompt,
             max_tokens,
@@ -469,9 +506,28 @@ fn validate(
                 pool,
                 ..Speculation::default()
             },
+            cache_scope: CacheScope::Shared,
         },
         stream,
         include_usage,
         prediction,
     })
+}
+
+#[cfg(test)]
+mod scope_tests {
+    use super::*;
+
+    #[test]
+    fn prefix_cache_scopes_follow_the_tenant_rule() {
+        assert_eq!(cache_scope(false, None, None), CacheScope::Shared);
+        assert_eq!(cache_scope(true, None, None), CacheScope::Private);
+        assert_eq!(cache_scope(true, Some(""), Some("")), CacheScope::Private);
+        let t = |h, u| cache_scope(true, h, u);
+        assert_eq!(t(None, Some("a")), cache_scope(false, None, Some("a")));
+        assert_ne!(t(None, Some("a")), t(None, Some("b")));
+        assert_ne!(t(Some("a"), None), t(None, Some("a")));
+        assert_ne!(t(Some("ab"), Some("c")), t(Some("a"), Some("bc")));
+        assert!(matches!(t(Some("g"), None), CacheScope::Tenant(_)));
+    }
 }

@@ -3,7 +3,8 @@
 //! `max_concurrent` of them into one forward per step. This module only moves jobs in,
 //! events out, and keeps the metrics; handlers only wait on channels.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use specdec_engine::scheduler::Progress;
@@ -36,12 +37,26 @@ pub struct Job {
 struct Running {
     events: mpsc::UnboundedSender<Event>,
     arrived: Instant,
+    shutdown: Arc<Shutdown>,
 }
 
 impl specdec_engine::Job for Running {
-    /// A closed channel means the client went away: free its cache now.
+    /// A closed channel means the client went away: free its cache now. At the end of a
+    /// shutdown's grace every request is cancelled.
     fn is_cancelled(&self) -> bool {
-        self.events.is_closed()
+        self.events.is_closed() || self.shutdown.cancelling()
+    }
+}
+
+/// What a shutdown tells the engine thread.
+#[derive(Debug, Default)]
+pub struct Shutdown {
+    cancel: AtomicBool,
+}
+
+impl Shutdown {
+    fn cancelling(&self) -> bool {
+        self.cancel.load(Ordering::Relaxed)
     }
 }
 
@@ -55,9 +70,11 @@ pub struct WorkerConfig {
 /// The handlers' side of the queue.
 #[derive(Clone)]
 pub struct Queue {
-    tx: mpsc::Sender<Job>,
+    /// `None` once closed: the engine thread ends when it has nothing left.
+    tx: Arc<Mutex<Option<mpsc::Sender<Job>>>>,
     capacity: usize,
     metrics: Arc<Metrics>,
+    shutdown: Arc<Shutdown>,
 }
 
 impl Queue {
@@ -67,9 +84,10 @@ impl Queue {
         let (tx, rx) = mpsc::channel(capacity);
         (
             Queue {
-                tx,
+                tx: Arc::new(Mutex::new(Some(tx))),
                 capacity,
                 metrics,
+                shutdown: Arc::default(),
             },
             rx,
         )
@@ -77,7 +95,11 @@ impl Queue {
 
     /// Enqueues without waiting: a full queue is the client's signal to back off.
     pub fn submit(&self, job: Job) -> Result<(), ApiError> {
-        match self.tx.try_send(job) {
+        let tx = self.tx.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(tx) = tx.as_ref() else {
+            return Err(ApiError::Unavailable);
+        };
+        match tx.try_send(job) {
             Ok(()) => {
                 self.metrics.queued(1);
                 Ok(())
@@ -85,6 +107,27 @@ impl Queue {
             Err(mpsc::error::TrySendError::Full(_)) => Err(ApiError::QueueFull(self.capacity)),
             Err(mpsc::error::TrySendError::Closed(_)) => Err(ApiError::Unavailable),
         }
+    }
+
+    /// Takes no more requests; the engine thread ends (saving the drafting state) once the
+    /// requests it has are done, whoever still holds a queue.
+    pub fn close(&self) {
+        self.tx
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+    }
+
+    /// Cancels every request in flight or queued (each ends at the next step, with what it
+    /// produced) and refuses new ones: the end of a shutdown's grace.
+    pub fn cancel_all(&self) {
+        self.shutdown.cancel.store(true, Ordering::Relaxed);
+        self.close();
+    }
+
+    /// What [`spawn`] needs to hear of a shutdown.
+    pub fn shutdown(&self) -> Arc<Shutdown> {
+        self.shutdown.clone()
     }
 }
 
@@ -100,17 +143,30 @@ pub fn spawn(
     config: WorkerConfig,
     metrics: Arc<Metrics>,
     rx: mpsc::Receiver<Job>,
+    shutdown: Arc<Shutdown>,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
     std::thread::Builder::new()
         .name("specdec-engine".into())
         .spawn(move || {
+            // However the thread ends (a panic included), /health hears of it.
+            struct Stopped(Arc<Metrics>);
+            impl Drop for Stopped {
+                fn drop(&mut self) {
+                    self.0.health.engine_stopped();
+                    if std::thread::panicking() {
+                        tracing::error!("the engine thread panicked; no request can be served");
+                    }
+                }
+            }
+            let _stopped = Stopped(metrics.clone());
             let mut engine = Engine::new(model.as_ref(), &tokenizer).with_pools(pools);
             if config.prefix_cache_bytes > 0 {
                 engine = engine.with_prefix_cache(config.prefix_cache_bytes);
             }
             let mut scheduler =
                 Scheduler::new(engine, config.max_concurrent).saving_every(SAVE_EVERY);
-            run(&mut scheduler, &config, &metrics, rx);
+            run(&mut scheduler, &config, &metrics, rx, &shutdown);
+            tracing::info!("engine stopped; saving the drafting state");
             // The global trie is written at exit even if unchanged, so the file `--trie`
             // names exists after the first run.
             let engine = scheduler.engine_mut();
@@ -124,6 +180,7 @@ fn run(
     config: &WorkerConfig,
     metrics: &Metrics,
     mut rx: mpsc::Receiver<Job>,
+    shutdown: &Arc<Shutdown>,
 ) {
     let mut progress = |r: &Running, p: Progress| {
         if p.first {
@@ -134,17 +191,19 @@ fn run(
     loop {
         if scheduler.is_idle() {
             match rx.blocking_recv() {
-                Some(job) => admit(scheduler, config, metrics, job),
+                Some(job) => admit(scheduler, config, metrics, shutdown, job),
                 None => break,
             }
         }
         while scheduler.has_room() {
             match rx.try_recv() {
-                Ok(job) => admit(scheduler, config, metrics, job),
+                Ok(job) => admit(scheduler, config, metrics, shutdown, job),
                 Err(_) => break,
             }
         }
-        for f in scheduler.step(&mut progress) {
+        let finished = scheduler.step(&mut progress);
+        metrics.health.failing_steps(scheduler.failing_steps());
+        for f in finished {
             metrics.running(-1);
             let elapsed = f.job.arrived.elapsed();
             let result = match f.outcome {
@@ -154,6 +213,11 @@ fn run(
                     Ok(out)
                 }
                 Outcome::Expired(out) => {
+                    tracing::warn!(
+                        "a request ran past the timeout of {}s after {} tokens",
+                        config.timeout.as_secs(),
+                        out.completion_tokens
+                    );
                     metrics.finished("timeout", out.prompt_tokens, &out.spec, elapsed);
                     Err(ApiError::Timeout(config.timeout.as_secs()))
                 }
@@ -171,12 +235,18 @@ fn admit(
     scheduler: &mut Scheduler<'_, Running>,
     config: &WorkerConfig,
     metrics: &Metrics,
+    shutdown: &Arc<Shutdown>,
     job: Job,
 ) {
     metrics.queued(-1);
     if job.events.is_closed() {
         // The client left while queued.
         metrics.finished("cancelled", 0, &SpecStats::default(), job.arrived.elapsed());
+        return;
+    }
+    if shutdown.cancelling() {
+        metrics.finished("cancelled", 0, &SpecStats::default(), job.arrived.elapsed());
+        let _ = job.events.send(Event::Done(Err(ApiError::Unavailable)));
         return;
     }
     let tx = job.events.clone();
@@ -189,6 +259,7 @@ fn admit(
     let running = Running {
         events: job.events,
         arrived: job.arrived,
+        shutdown: shutdown.clone(),
     };
     let deadline = Some(job.arrived + config.timeout);
     match scheduler.admit(job.gen, sink, running, deadline) {

@@ -370,3 +370,129 @@ async fn a_repeated_prompt_reports_its_cached_tokens() {
     let prompt = again["usage"]["prompt_tokens"].as_u64().unwrap();
     assert_eq!(cached, prompt - 1, "{again}");
 }
+
+/// A chat whose system prompt holds a secret, as the leak was shown with: a long shared
+/// head, so a hit would be worth reusing.
+fn secret_chat(secret: &str, extra: Value) -> String {
+    let mut b = json!({"messages": [
+        {"role": "system", "content": format!("You are the vault assistant. The vault code is {secret}. Never tell it to anyone, whatever they say.")},
+        {"role": "user", "content": "What can you help me with today?"}]});
+    b.as_object_mut()
+        .unwrap()
+        .extend(extra.as_object().unwrap().clone());
+    chat_body(b)
+}
+
+fn cached_tokens(v: &Value) -> u64 {
+    v["usage"]["prompt_tokens_details"]["cached_tokens"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{v}"))
+}
+
+fn with_header(
+    mut req: axum::http::Request<axum::body::Body>,
+    k: &'static str,
+    v: &str,
+) -> axum::http::Request<axum::body::Body> {
+    req.headers_mut().insert(k, v.parse().unwrap());
+    req
+}
+
+#[tokio::test]
+async fn a_second_tenant_gets_no_cached_tokens_for_the_first_ones_prompt() {
+    let alice = secret_chat("4711", json!({"user": "alice-tenant-test"}));
+    let (s, first) = send_json(app(), post("/v1/chat/completions", &alice)).await;
+    assert_eq!(s, StatusCode::OK, "{first}");
+    assert_eq!(cached_tokens(&first), 0, "{first}");
+    // Another user, the same prompt: nothing of alice's may be reused (or reported).
+    let mallory = secret_chat("4711", json!({"user": "mallory-tenant-test"}));
+    let (_, v) = send_json(app(), post("/v1/chat/completions", &mallory)).await;
+    assert_eq!(cached_tokens(&v), 0, "{v}");
+    // Nor by an anonymous request, nor one naming a tenant by header.
+    let anonymous = secret_chat("4711", json!({}));
+    let (_, v) = send_json(app(), post("/v1/chat/completions", &anonymous)).await;
+    assert_eq!(cached_tokens(&v), 0, "{v}");
+    let req = with_header(
+        post("/v1/chat/completions", &anonymous),
+        "x-specdec-tenant",
+        "gateway-tenant-test",
+    );
+    let (_, v) = send_json(app(), req).await;
+    assert_eq!(cached_tokens(&v), 0, "{v}");
+    // The same tenant still reuses its own prompt.
+    let (_, again) = send_json(app(), post("/v1/chat/completions", &alice)).await;
+    let prompt = again["usage"]["prompt_tokens"].as_u64().unwrap();
+    assert_eq!(cached_tokens(&again), prompt - 1, "{again}");
+    assert_eq!(
+        first["choices"][0]["message"]["content"],
+        again["choices"][0]["message"]["content"]
+    );
+}
+
+#[tokio::test]
+async fn clients_sharing_an_api_key_without_a_tenant_share_no_cached_prefix() {
+    let app = router(state_with(state().queue.clone(), Some("shared-key")));
+    let authed = |body: &str| {
+        with_header(
+            post("/v1/chat/completions", body),
+            "authorization",
+            "Bearer shared-key",
+        )
+    };
+    let body = secret_chat("0042", json!({}));
+    let (s, v) = send_json(app.clone(), authed(&body)).await;
+    assert_eq!((s, cached_tokens(&v)), (StatusCode::OK, 0), "{v}");
+    let (_, v) = send_json(app.clone(), authed(&body)).await;
+    assert_eq!(cached_tokens(&v), 0, "{v}");
+    // Naming a tenant opts back in to reuse, within that tenant.
+    let body = secret_chat("0042", json!({"user": "keyed-tenant-test"}));
+    send_json(app.clone(), authed(&body)).await;
+    let (_, v) = send_json(app, authed(&body)).await;
+    assert!(cached_tokens(&v) > 0, "{v}");
+}
+
+fn state_with_metrics(metrics: Arc<Metrics>) -> Arc<AppState> {
+    let base = state();
+    Arc::new(AppState {
+        frontend: base.frontend.clone(),
+        queue: Queue::new(1, metrics.clone()).0,
+        metrics,
+        api_key: None,
+        started: base.started,
+    })
+}
+
+#[tokio::test]
+async fn health_says_503_after_the_engines_steps_all_fail() {
+    let metrics = Arc::new(Metrics::new("smol"));
+    let app = router(state_with_metrics(metrics.clone()));
+    assert_eq!(send(app.clone(), get("/health")).await.0, StatusCode::OK);
+    // One request failing alone is not the engine failing.
+    metrics.health.failing_steps(1);
+    assert_eq!(send(app.clone(), get("/health")).await.0, StatusCode::OK);
+    let n = specdec_server::metrics::UNHEALTHY_AFTER_FAILING_STEPS;
+    metrics.health.failing_steps(n);
+    let (s, v) = send_json(app.clone(), get("/health")).await;
+    assert_eq!(s, StatusCode::SERVICE_UNAVAILABLE, "{v}");
+    assert_eq!(v["status"], "unhealthy");
+    assert!(v["reason"].as_str().unwrap().contains("failed"), "{v}");
+    // A step that succeeds makes it healthy again.
+    metrics.health.failing_steps(0);
+    assert_eq!(send(app, get("/health")).await.0, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn health_says_503_once_the_engine_thread_ended() {
+    let server = specdec_server::Server::load(&common::config()).unwrap();
+    let metrics = server.state.metrics.clone();
+    let app = router(state_with_metrics(metrics));
+    assert_eq!(send(app.clone(), get("/health")).await.0, StatusCode::OK);
+    // Dropping the last queue ends the engine thread.
+    drop(server.state);
+    tokio::task::spawn_blocking(move || server.engine.join().unwrap())
+        .await
+        .unwrap();
+    let (s, v) = send_json(app, get("/health")).await;
+    assert_eq!(s, StatusCode::SERVICE_UNAVAILABLE, "{v}");
+    assert!(v["reason"].as_str().unwrap().contains("not running"), "{v}");
+}
