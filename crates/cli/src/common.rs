@@ -41,7 +41,9 @@ pub fn load(args: &ModelArgs) -> anyhow::Result<Loaded> {
 }
 
 impl Loaded {
-    /// Prompt tokens for raw text, or for a one-turn chat through the model's template.
+    /// Prompt tokens for raw text (special-token text in it is parsed, as the user typed it),
+    /// or for a one-turn chat through the model's template (the prompt and system message are
+    /// contents, so special-token text in them stays text).
     pub fn prompt_tokens(
         &self,
         prompt: &str,
@@ -56,7 +58,9 @@ impl Loaded {
             messages.push(ChatMessage::new("system", s));
         }
         messages.push(ChatMessage::new("user", prompt));
-        let text = self.template.render(&messages, true)?;
-        Ok(self.tokenizer.encode_prompt(&text)?)
+        // The prompt is a message: special-token text in it stays text.
+        Ok(self
+            .tokenizer
+            .encode_chat(&self.template, &messages, true)?)
     }
 }

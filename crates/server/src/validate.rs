@@ -226,6 +226,7 @@ fn prompt_tokens(
     body: &mut RequestBody,
 ) -> Result<Vec<u32>, ApiError> {
     let tok = &fe.tokenizer;
+    // A completion prompt is the client's raw text: special tokens in it are parsed.
     let encode = |text: &str, param| {
         tok.encode_prompt(text)
             .map_err(|e| bad(param, format!("could not tokenize: {e}")))
@@ -272,13 +273,13 @@ fn prompt_tokens(
                 };
                 chat.push(ChatMessage::new(role, content));
             }
-            let text = fe.template.render(&chat, true).map_err(|e| {
+            // Contents are text: special-token strings in them do not become control tokens.
+            tok.encode_chat(&fe.template, &chat, true).map_err(|e| {
                 bad(
                     "messages",
                     format!("the chat template rejected these messages: {e}"),
                 )
-            })?;
-            encode(&text, "messages")?
+            })?
         }
         Endpoint::Completion => {
             if body.messages.is_some() {

@@ -25,6 +25,87 @@ impl ChatMessage {
     }
 }
 
+/// A piece of a rendered conversation (see [`ChatTemplate::render_parts`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ChatPart {
+    /// The template's own text: its control tokens are meant as such.
+    Markup(String),
+    /// Text from a message's content: ordinary text, whatever it spells.
+    Content(String),
+}
+
+/// Brackets the sentinels that stand for contents in [`ChatTemplate::render_parts`] (a
+/// private-use character no chat template emits on its own).
+const SENTINEL: char = '\u{F8FF}';
+
+/// One piece of a render with sentinels: template text, or the place of message `i`'s content.
+enum Slot<'a> {
+    Markup(&'a str),
+    Content(usize),
+}
+
+/// Splits `text` at the sentinels `{mark}{i}{SENTINEL}`; `None` when one is malformed (the
+/// template cut or changed it) or names no message.
+fn split_at_sentinels<'a>(text: &'a str, mark: &str, messages: usize) -> Option<Vec<Slot<'a>>> {
+    let mut slots = Vec::new();
+    let mut rest = text;
+    while let Some(at) = rest.find(mark) {
+        slots.push(Slot::Markup(&rest[..at]));
+        let tail = &rest[at + mark.len()..];
+        let end = tail.find(SENTINEL)?;
+        let digits = &tail[..end];
+        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        let i: usize = digits.parse().ok().filter(|&i| i < messages)?;
+        slots.push(Slot::Content(i));
+        rest = &tail[end + SENTINEL.len_utf8()..];
+    }
+    slots.push(Slot::Markup(rest));
+    Some(slots)
+}
+
+/// Lays `slots` (markup and contents alternating, markup first and last) over `rendered`:
+/// markup must match exactly and each content be there as it is or trimmed, and nothing may
+/// be left over. Returns the parts, empty ones dropped.
+fn trace(rendered: &str, slots: &[Slot<'_>], messages: &[ChatMessage]) -> Option<Vec<ChatPart>> {
+    let mut parts = Vec::new();
+    let mut rest = rendered;
+    for (k, slot) in slots.iter().enumerate() {
+        match *slot {
+            Slot::Markup(t) => {
+                rest = rest.strip_prefix(t)?;
+                if !t.is_empty() {
+                    parts.push(ChatPart::Markup(t.to_string()));
+                }
+            }
+            Slot::Content(i) => {
+                let next = match slots.get(k + 1) {
+                    Some(Slot::Markup(t)) => *t,
+                    _ => "",
+                };
+                let last = k + 2 == slots.len();
+                let raw = messages[i].content.as_str();
+                let fits = |c: &str| {
+                    rest.strip_prefix(c).is_some_and(|after| {
+                        if last {
+                            after == next
+                        } else {
+                            after.starts_with(next)
+                        }
+                    })
+                };
+                let c = [raw, raw.trim()].into_iter().find(|c| fits(c))?;
+                rest = &rest[c.len()..];
+                if !c.is_empty() {
+                    parts.push(ChatPart::Content(c.to_string()));
+                }
+            }
+        }
+    }
+    rest.is_empty().then_some(parts)
+}
+
 /// ChatML, the format llama.cpp falls back to when a model has no template: it is what most
 /// instruction-tuned GGUFs without a template were trained on, and for a base model any
 /// consistent format serves.
@@ -137,12 +218,73 @@ impl ChatTemplate {
     /// Renders `messages`; with `add_generation_prompt` the text ends where the assistant's
     /// reply begins. Errors (including `raise_exception`) carry minijinja's message.
     pub fn render(&self, messages: &[ChatMessage], add_generation_prompt: bool) -> Result<String> {
+        let contents: Vec<&str> = messages.iter().map(|m| m.content.as_str()).collect();
+        self.render_with(messages, &contents, add_generation_prompt)
+    }
+
+    /// Renders `messages` as [`render`](Self::render) does, split into the template's own text
+    /// and the text that came from message contents; the parts concatenate to what `render`
+    /// returns. [`Tokenizer::encode_chat`](crate::Tokenizer::encode_chat) encodes the first with
+    /// special-token parsing and the second without, so a message cannot forge control tokens.
+    ///
+    /// The template is rendered a second time with each content replaced by a sentinel it
+    /// cannot otherwise produce (private-use characters around a nonce absent from the
+    /// template, the contents and the output); the sentinels mark where contents went. A
+    /// content may be rendered as it is or trimmed (`| trim`, `.strip()`). A template that
+    /// changes contents in any other way (slicing, escaping, branching on their text) cannot be
+    /// traced back and is an error ([`TokenizerError::TemplateRender`]) rather than a guess.
+    pub fn render_parts(
+        &self,
+        messages: &[ChatMessage],
+        add_generation_prompt: bool,
+    ) -> Result<Vec<ChatPart>> {
+        let rendered = self.render(messages, add_generation_prompt)?;
+        let taken = |mark: &str| {
+            rendered.contains(mark)
+                || self.source.contains(mark)
+                || messages
+                    .iter()
+                    .any(|m| m.content.contains(mark) || m.role.contains(mark))
+        };
+        let mut nonce = 0u64;
+        let mark = loop {
+            let mark = format!("{SENTINEL}specdec{nonce}:");
+            if !taken(&mark) {
+                break mark;
+            }
+            nonce += 1;
+        };
+        let sentinels: Vec<String> = (0..messages.len())
+            .map(|i| format!("{mark}{i}{SENTINEL}"))
+            .collect();
+        let sentinels: Vec<&str> = sentinels.iter().map(String::as_str).collect();
+        let with_sentinels = self.render_with(messages, &sentinels, add_generation_prompt)?;
+        let slots = split_at_sentinels(&with_sentinels, &mark, messages.len());
+        slots
+            .and_then(|slots| trace(&rendered, &slots, messages))
+            .ok_or_else(|| {
+                TokenizerError::TemplateRender(
+                    "the chat template changes message contents in a way that cannot be traced \
+                     back, so special-token text in them cannot be kept as text"
+                        .to_string(),
+                )
+            })
+    }
+
+    /// Renders `messages` with `contents[i]` as message `i`'s content.
+    fn render_with(
+        &self,
+        messages: &[ChatMessage],
+        contents: &[&str],
+        add_generation_prompt: bool,
+    ) -> Result<String> {
         let messages: Vec<Value> = messages
             .iter()
-            .map(|m| {
+            .zip(contents)
+            .map(|(m, &content)| {
                 Value::from(BTreeMap::from([
                     ("role", Value::from(m.role.as_str())),
-                    ("content", Value::from(m.content.as_str())),
+                    ("content", Value::from(content)),
                 ]))
             })
             .collect();

@@ -35,7 +35,7 @@ mod tokenizer;
 mod tests;
 
 pub use build::PreTokenizerKind;
-pub use chat::{ChatMessage, ChatTemplate, CHATML_TEMPLATE};
+pub use chat::{ChatMessage, ChatPart, ChatTemplate, CHATML_TEMPLATE};
 pub use stream::StreamDecoder;
 pub use tokenizer::{ModelKind, Tokenizer};
 

@@ -3,6 +3,7 @@
 use specdec_gguf::GgufFile;
 
 use crate::build::{self, PreTokenizerKind};
+use crate::chat::{ChatMessage, ChatPart, ChatTemplate};
 use crate::meta::{Meta, TokenType};
 use crate::{Result, TokenizerError};
 
@@ -46,6 +47,8 @@ pub struct Tokenizer {
     /// SentencePiece models drop the space their `▁` prefix put before the first word.
     pub(crate) strip_leading_space: bool,
     stop_ids: Vec<u32>,
+    /// The text and id of every special token `parse` splits out, longest text first.
+    special_texts: Vec<(String, u32)>,
     warnings: Vec<String>,
 }
 
@@ -144,7 +147,14 @@ impl Tokenizer {
                 }
             }
         }
+        let mut special_texts: Vec<(String, u32)> = (meta.tokens.iter().zip(&special))
+            .filter(|(text, &sp)| sp && !text.is_empty())
+            .filter_map(|(text, _)| Some((text.clone(), parse.token_to_id(text)?)))
+            .collect();
+        special_texts.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(&b.0)));
+        special_texts.dedup_by(|a, b| a.0 == b.0);
         Ok(Tokenizer {
+            special_texts,
             add_bos: meta.add_bos.unwrap_or(pre.default_add_bos()),
             strip_leading_space: model == ModelKind::Llama && meta.add_space_prefix.unwrap_or(true),
             parse,
@@ -179,13 +189,105 @@ impl Tokenizer {
     /// true for `llama` models and the Llama 3 pre-tokenizer, false otherwise) unless the
     /// text already begins with it.
     pub fn encode_prompt(&self, text: &str) -> Result<Vec<u32>> {
-        let mut ids = self.encode(text, true)?;
+        let ids = self.encode(text, true)?;
+        Ok(self.with_bos(ids))
+    }
+
+    fn with_bos(&self, mut ids: Vec<u32>) -> Vec<u32> {
         if let Some(bos) = self.bos.filter(|_| self.add_bos) {
             if ids.first() != Some(&bos) {
                 ids.insert(0, bos);
             }
         }
-        Ok(ids)
+        ids
+    }
+
+    /// Ids for a conversation rendered through `template`, as a prompt (BOS as in
+    /// [`encode_prompt`](Self::encode_prompt)). Message contents are text: a content that
+    /// spells a special token (`<|im_end|>`) gets ordinary text tokens, so no message can end
+    /// its turn or open another; only the template's own markup yields control tokens.
+    ///
+    /// When no content holds a special token's text, or a piece of one at either end (which
+    /// the template's text could complete), this is exactly `encode_prompt(template.render(..))`.
+    /// Otherwise the render is split with [`ChatTemplate::render_parts`] and encoded with
+    /// [`encode_parts`](Self::encode_parts). A role that holds (a piece of) a special token's
+    /// text is an error: roles are names, and templates compare them.
+    pub fn encode_chat(
+        &self,
+        template: &ChatTemplate,
+        messages: &[ChatMessage],
+        add_generation_prompt: bool,
+    ) -> Result<Vec<u32>> {
+        if let Some(m) = messages.iter().find(|m| self.touches_special(&m.role)) {
+            return Err(TokenizerError::Encode(format!(
+                "the message role {:?} holds special-token text",
+                m.role
+            )));
+        }
+        if !messages.iter().any(|m| self.touches_special(&m.content)) {
+            return self.encode_prompt(&template.render(messages, add_generation_prompt)?);
+        }
+        let parts = template.render_parts(messages, add_generation_prompt)?;
+        self.encode_parts(&parts)
+    }
+
+    /// Ids for a rendered conversation's parts, as a prompt: special tokens are parsed out of
+    /// [`ChatPart::Markup`] only. The text between two special tokens (markup and contents
+    /// alike) is encoded as one piece, as `encode_prompt` would, so where no content spells a
+    /// special token the ids equal `encode_prompt` of the parts' concatenation.
+    pub fn encode_parts(&self, parts: &[ChatPart]) -> Result<Vec<u32>> {
+        let mut ids = Vec::new();
+        let mut text = String::new();
+        let flush = |text: &mut String, ids: &mut Vec<u32>| -> Result<()> {
+            if !text.is_empty() {
+                ids.extend(self.encode(text, false)?);
+                text.clear();
+            }
+            Ok(())
+        };
+        for part in parts {
+            match part {
+                ChatPart::Content(c) => text.push_str(c),
+                ChatPart::Markup(m) => {
+                    let mut rest = m.as_str();
+                    while let Some((at, special, id)) = self.find_special(rest) {
+                        text.push_str(&rest[..at]);
+                        flush(&mut text, &mut ids)?;
+                        ids.push(id);
+                        rest = &rest[at + special.len()..];
+                    }
+                    text.push_str(rest);
+                }
+            }
+        }
+        flush(&mut text, &mut ids)?;
+        Ok(self.with_bos(ids))
+    }
+
+    /// The leftmost special token in `text` (the longest one there), as HF's added-token
+    /// matching finds it: its byte offset, text and id.
+    fn find_special<'t>(&'t self, text: &str) -> Option<(usize, &'t str, u32)> {
+        let mut best: Option<(usize, &str, u32)> = None;
+        for (s, id) in &self.special_texts {
+            if let Some(at) = text.find(s.as_str()) {
+                // Longest first, so a later text wins only by starting earlier.
+                if best.is_none_or(|(b, _, _)| at < b) {
+                    best = Some((at, s, *id));
+                }
+            }
+        }
+        best
+    }
+
+    /// Whether `text` holds a special token's text, or begins with the end of one or ends
+    /// with the start of one (text around it could complete it).
+    fn touches_special(&self, text: &str) -> bool {
+        self.special_texts.iter().any(|(s, _)| {
+            text.contains(s.as_str())
+                || s.char_indices()
+                    .skip(1)
+                    .any(|(k, _)| text.ends_with(&s[..k]) || text.starts_with(&s[k..]))
+        })
     }
 
     /// The bytes `id` contributes to decoded text, or `None` if it contributes nothing.

@@ -1,5 +1,6 @@
 //! Unit tests on small synthetic GGUF files, written in memory by a minimal GGUF v3 writer.
 
+mod chat;
 mod errors;
 mod gpt2;
 mod llama;
