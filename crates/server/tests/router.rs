@@ -496,6 +496,7 @@ async fn health_says_503_once_the_engine_thread_ended() {
     let (s, v) = send_json(app, get("/health")).await;
     assert_eq!(s, StatusCode::SERVICE_UNAVAILABLE, "{v}");
     assert!(v["reason"].as_str().unwrap().contains("not running"), "{v}");
+}
 
 fn prompt_of(body: &Value) -> Vec<u32> {
     let fe = &state().frontend;
