@@ -4,6 +4,25 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
+/// Most characters of client input an error message repeats.
+pub const MAX_ECHO_CHARS: usize = 256;
+
+/// Most characters of any error message (a backstop: input echoed by parsers, such as an
+/// unknown field's name, is cut here).
+const MAX_MESSAGE_CHARS: usize = 2048;
+
+/// `input` cut to [`MAX_ECHO_CHARS`] characters, marked when cut.
+pub fn clip(input: &str) -> String {
+    clip_to(input, MAX_ECHO_CHARS)
+}
+
+fn clip_to(input: &str, max: usize) -> String {
+    match input.char_indices().nth(max) {
+        None => input.to_string(),
+        Some((at, _)) => format!("{}... ({} bytes in all)", &input[..at], input.len()),
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
     /// The body is not JSON, or not the shape of a request.
@@ -25,9 +44,9 @@ pub enum ApiError {
     Unauthorized,
     #[error("the request body is over the limit of {0} bytes")]
     TooLarge(usize),
-    #[error("no route for {0}")]
+    #[error("no route for {}", clip(.0))]
     NotFound(String),
-    #[error("{0} does not accept this HTTP method")]
+    #[error("{} does not accept this HTTP method", clip(.0))]
     MethodNotAllowed(String),
     #[error("the server is at capacity ({0} requests queued); retry shortly")]
     QueueFull(usize),
@@ -91,7 +110,8 @@ impl ApiError {
             ApiError::UnknownModel { .. } => Some("model"),
             _ => None,
         };
-        json!({"error": {"message": self.to_string(), "type": kind, "param": param, "code": code}})
+        let message = clip_to(&self.to_string(), MAX_MESSAGE_CHARS);
+        json!({"error": {"message": message, "type": kind, "param": param, "code": code}})
     }
 }
 
