@@ -123,7 +123,7 @@ async fn respond(
     endpoint: Endpoint,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    match enqueue(&s, endpoint, body) {
+    match enqueue_off_runtime(s, endpoint, body).await {
         Ok((meta, rx, true)) => stream(meta, rx).into_response(),
         Ok((meta, rx, false)) => match collect(rx).await {
             Ok(out) => Json(whole(&meta, &out)).into_response(),
@@ -134,6 +134,25 @@ async fn respond(
 }
 
 type Enqueued = (Meta, mpsc::UnboundedReceiver<Event>, bool);
+
+/// Most request bodies parsed and tokenized at once. Parsing a body of tens of MB takes
+/// seconds of CPU; it runs on blocking threads (never on the runtime's workers, which
+/// must stay free for `/health`, streams and the other clients), a few at a time.
+pub const MAX_PARSING: usize = 4;
+
+static PARSING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(MAX_PARSING);
+
+/// [`enqueue`] on a blocking thread, once one of [`MAX_PARSING`] permits is free.
+async fn enqueue_off_runtime(
+    s: Arc<AppState>,
+    endpoint: Endpoint,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Enqueued, ApiError> {
+    let _permit = PARSING.acquire().await.map_err(|_| ApiError::Unavailable)?;
+    tokio::task::spawn_blocking(move || enqueue(&s, endpoint, body))
+        .await
+        .map_err(|e| ApiError::Internal(format!("parsing the request failed: {e}")))?
+}
 
 fn enqueue(
     s: &AppState,

@@ -289,13 +289,15 @@ fn prompt_tokens(
                     "system" | "developer" => "system",
                     "user" => "user",
                     "assistant" => "assistant",
-                    other => return Err(bad(
-                        "messages",
-                        format!(
+                    other => {
+                        return Err(bad(
+                            "messages",
+                            format!(
                             "role `{}` is not supported (use system, developer, user or assistant)",
                             crate::error::clip(other)
                         ),
-                    )),
+                        ))
+                    }
                 };
                 if m.tool_calls.is_some() || m.tool_call_id.is_some() {
                     return Err(unsupported("messages", "tool calls are not supported"));

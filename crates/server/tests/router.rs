@@ -557,3 +557,39 @@ async fn a_repeated_prompt_reports_its_cached_tokens() {
     let prompt = again["usage"]["prompt_tokens"].as_u64().unwrap();
     assert_eq!(cached, prompt - 1, "{again}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_answers_while_large_bodies_are_tokenized() {
+    // Before: two 30 MB bodies tokenized on the runtime's workers froze `/health` 13.5 s.
+    let text = "many words to tokenize, ".repeat((4 << 20) / 24);
+    let body =
+        json!({"model": "smol", "messages": [{"role": "user", "content": text}]}).to_string();
+    let tasks: Vec<_> = (0..2)
+        .map(|_| {
+            let body = body.clone();
+            tokio::spawn(async move {
+                let start = Instant::now();
+                let (s, _) = send(app(), post("/v1/chat/completions", &body)).await;
+                (s, start.elapsed())
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let start = Instant::now();
+    let (s, _) = send(app(), get("/health")).await;
+    let health = start.elapsed();
+    assert_eq!(s, StatusCode::OK);
+    for t in tasks {
+        let (s, took) = t.await.unwrap();
+        // Over the context: refused once tokenized.
+        assert_eq!(s, StatusCode::BAD_REQUEST);
+        assert!(
+            took > health * 2,
+            "parsing took {took:?}, /health {health:?}"
+        );
+    }
+    assert!(
+        health < Duration::from_millis(500),
+        "/health took {health:?}"
+    );
+}
