@@ -48,7 +48,7 @@ pub enum ApiError {
     NotFound(String),
     #[error("{} does not accept this HTTP method", clip(.0))]
     MethodNotAllowed(String),
-    #[error("the server is at capacity ({0} requests queued); retry shortly")]
+    #[error("the server is at capacity ({0} requests running or queued); retry shortly")]
     QueueFull(usize),
     #[error("the request did not finish within the server's timeout of {0} s")]
     Timeout(u64),

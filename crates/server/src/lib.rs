@@ -107,7 +107,10 @@ impl Server {
         let pools = Pools::new(trie, config.trie.clone(), config.pools.clone());
         let model = Arc::new(loaded.model);
         let metrics = Arc::new(metrics::Metrics::new(&frontend.model_id));
-        let (queue, rx) = worker::Queue::new(config.max_queue, metrics.clone());
+        // Up to `max_concurrent` run and `max_queue` more wait, however fast the engine thread
+        // takes them in.
+        let (queue, rx) =
+            worker::Queue::new(config.max_concurrent + config.max_queue, metrics.clone());
         let engine = worker::spawn(
             model,
             frontend.tokenizer.clone(),

@@ -190,6 +190,7 @@ fn enqueue(
         stream,
         events: tx,
         arrived: Instant::now(),
+        slot: None,
     })?;
     Ok((meta, rx, stream))
 }

@@ -3,6 +3,7 @@
 //! `max_concurrent` of them into one forward per step. This module only moves jobs in,
 //! events out, and keeps the metrics; handlers only wait on channels.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -30,12 +31,26 @@ pub struct Job {
     pub stream: bool,
     pub events: mpsc::UnboundedSender<Event>,
     pub arrived: Instant,
+    /// The job's place in the server (set by [`Queue::submit`]).
+    pub slot: Option<Slot>,
+}
+
+/// One request's place among those the server holds (waiting or running); freed when
+/// dropped, whichever way the request ends.
+#[derive(Debug)]
+pub struct Slot(Arc<AtomicUsize>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// What the scheduler keeps of a job while it runs.
 struct Running {
     events: mpsc::UnboundedSender<Event>,
     arrived: Instant,
+    _slot: Option<Slot>,
 }
 
 impl specdec_engine::Job for Running {
@@ -56,18 +71,24 @@ pub struct WorkerConfig {
 #[derive(Clone)]
 pub struct Queue {
     tx: mpsc::Sender<Job>,
+    /// Requests the server holds: queued, in the channel, or running.
+    held: Arc<AtomicUsize>,
     capacity: usize,
     metrics: Arc<Metrics>,
 }
 
 impl Queue {
-    /// A queue and its receiving end, for [`spawn`] (or a test that holds jobs back).
+    /// A queue for `capacity` requests in all, waiting or running (the server's
+    /// `--max-concurrent` plus `--max-queue`), and its receiving end, for [`spawn`] (or a
+    /// test that holds jobs back). A request holds its place until it ends, so exactly
+    /// `capacity` are admitted however fast the engine thread takes them in.
     pub fn new(capacity: usize, metrics: Arc<Metrics>) -> (Queue, mpsc::Receiver<Job>) {
         let capacity = capacity.max(1);
         let (tx, rx) = mpsc::channel(capacity);
         (
             Queue {
                 tx,
+                held: Arc::new(AtomicUsize::new(0)),
                 capacity,
                 metrics,
             },
@@ -75,13 +96,28 @@ impl Queue {
         )
     }
 
-    /// Enqueues without waiting: a full queue is the client's signal to back off.
-    pub fn submit(&self, job: Job) -> Result<(), ApiError> {
+    /// Requests held now (waiting or running).
+    pub fn held(&self) -> usize {
+        self.held.load(Ordering::Acquire)
+    }
+
+    /// Enqueues without waiting: a full server is the client's signal to back off.
+    pub fn submit(&self, mut job: Job) -> Result<(), ApiError> {
+        let taken = self
+            .held
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < self.capacity).then_some(n + 1)
+            });
+        if taken.is_err() {
+            return Err(ApiError::QueueFull(self.capacity));
+        }
+        job.slot = Some(Slot(self.held.clone()));
         match self.tx.try_send(job) {
             Ok(()) => {
                 self.metrics.queued(1);
                 Ok(())
             }
+            // Not reached while every place is counted; the job's slot is freed with it.
             Err(mpsc::error::TrySendError::Full(_)) => Err(ApiError::QueueFull(self.capacity)),
             Err(mpsc::error::TrySendError::Closed(_)) => Err(ApiError::Unavailable),
         }
@@ -189,6 +225,7 @@ fn admit(
     let running = Running {
         events: job.events,
         arrived: job.arrived,
+        _slot: job.slot,
     };
     let deadline = Some(job.arrived + config.timeout);
     match scheduler.admit(job.gen, sink, running, deadline) {
