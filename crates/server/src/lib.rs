@@ -81,6 +81,26 @@ fn model_id(path: &Path) -> String {
         .unwrap_or_else(|| "model".into())
 }
 
+/// Longest `--served-model-name`.
+pub const MAX_MODEL_ID_CHARS: usize = 256;
+
+/// A served model id is 1 to [`MAX_MODEL_ID_CHARS`] characters, none of them control
+/// characters (it appears in responses, headers of logs, and `/metrics` lines).
+pub fn check_model_id(id: &str) -> Result<(), ServerError> {
+    let n = id.chars().count();
+    if n == 0 || n > MAX_MODEL_ID_CHARS {
+        return Err(ServerError::Config(format!(
+            "the served model name must be 1 to {MAX_MODEL_ID_CHARS} characters, got {n}"
+        )));
+    }
+    if id.chars().any(char::is_control) {
+        return Err(ServerError::Config(
+            "the served model name may not contain control characters (such as a newline)".into(),
+        ));
+    }
+    Ok(())
+}
+
 impl Server {
     /// Loads the model and starts the engine thread.
     pub fn load(config: &ServerConfig) -> Result<Server, ServerError> {
@@ -88,6 +108,18 @@ impl Server {
             return Err(ServerError::Config(
                 "--max-concurrent and --max-queue must be at least 1".into(),
             ));
+        }
+        if config
+            .api_key
+            .as_deref()
+            .is_some_and(|k| k.trim().is_empty())
+        {
+            return Err(ServerError::Config(
+                "the API key is empty: pass a key, or no --api-key (and no SPECDEC_API_KEY) to serve without one".into(),
+            ));
+        }
+        if let Some(id) = &config.model_id {
+            check_model_id(id)?;
         }
         let loaded = Loaded::open(&config.model, config.threads)?;
         let id = config
