@@ -42,6 +42,8 @@ pub enum ApiError {
     UnknownModel { requested: String, served: String },
     #[error("missing or wrong API key: send `Authorization: Bearer <key>`")]
     Unauthorized,
+    #[error("the request body did not arrive within {0} s")]
+    BodyTimeout(f64),
     #[error("the request body is over the limit of {0} bytes")]
     TooLarge(usize),
     #[error("no route for {}", clip(.0))]
@@ -74,6 +76,7 @@ impl ApiError {
             ApiError::UnknownModel { .. } | ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::QueueFull(_) => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
@@ -87,6 +90,7 @@ impl ApiError {
         match self {
             ApiError::Malformed(_) | ApiError::Invalid { .. } => ("invalid_request_error", None),
             ApiError::TooLarge(_) => ("invalid_request_error", Some("request_too_large")),
+            ApiError::BodyTimeout(_) => ("invalid_request_error", Some("request_timeout")),
             ApiError::ContextLength(_) => {
                 ("invalid_request_error", Some("context_length_exceeded"))
             }
@@ -130,6 +134,11 @@ impl IntoResponse for ApiError {
             ApiError::Unauthorized => {
                 res.headers_mut()
                     .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            }
+            ApiError::BodyTimeout(_) => {
+                // The rest of the body may still come: the connection cannot be reused.
+                res.headers_mut()
+                    .insert(header::CONNECTION, HeaderValue::from_static("close"));
             }
             _ => {}
         }

@@ -15,6 +15,7 @@ pub mod validate;
 pub mod worker;
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -167,17 +168,184 @@ impl Server {
     }
 }
 
-/// Serves `router` on `listener` until `shutdown` resolves, then waits for the engine to
-/// finish the requests in flight (and save the trie).
+/// Limits on the connections [`serve_with`] keeps open.
+#[derive(Clone, Debug)]
+pub struct ConnectionLimits {
+    /// A request's head must arrive within this; a connection idle between requests
+    /// (keep-alive) is closed after it too.
+    pub header_read: Duration,
+    /// A request's body must arrive within this once its head has (else 408, and the
+    /// connection is closed).
+    pub body_read: Duration,
+    /// Most connections open at once; more wait in the listener's backlog.
+    pub max_connections: usize,
+}
+
+impl Default for ConnectionLimits {
+    fn default() -> Self {
+        ConnectionLimits {
+            header_read: Duration::from_secs(15),
+            body_read: Duration::from_secs(30),
+            max_connections: 512,
+        }
+    }
+}
+
+/// How long a request's body may take to arrive (an extension the router's handlers read;
+/// absent, as under a test's `oneshot`, bodies are read without a limit).
+#[derive(Clone, Copy, Debug)]
+pub struct BodyReadTimeout(pub Duration);
+
+/// Counts a request in flight on its connection until dropped.
+struct InFlight(Arc<AtomicUsize>);
+
+impl InFlight {
+    fn new(count: Arc<AtomicUsize>) -> InFlight {
+        count.fetch_add(1, Ordering::AcqRel);
+        InFlight(count)
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A response body that keeps its request counted in flight until it is all sent (a
+/// stream's response future ends long before its body does).
+struct Tracked {
+    body: axum::body::Body,
+    _guard: InFlight,
+}
+
+impl http_body::Body for Tracked {
+    type Data = axum::body::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        std::pin::Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// [`serve_with`] with the default [`ConnectionLimits`].
 pub async fn serve(
     listener: tokio::net::TcpListener,
     server: Server,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let app = router(server.state.clone());
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await?;
+    serve_with(listener, server, shutdown, ConnectionLimits::default()).await
+}
+
+/// Serves `router` on `listener` until `shutdown` resolves, then closes idle connections,
+/// lets the requests in flight finish, and waits for the engine to finish (and save the
+/// trie). Slow or half-sent requests are cut off by `limits`.
+pub async fn serve_with(
+    listener: tokio::net::TcpListener,
+    server: Server,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    limits: ConnectionLimits,
+) -> std::io::Result<()> {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    use tower::ServiceExt;
+
+    let app =
+        router(server.state.clone()).layer(axum::Extension(BodyReadTimeout(limits.body_read)));
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
+    let mut connections = tokio::task::JoinSet::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let slot = tokio::select! {
+            _ = &mut shutdown => break,
+            slot = slots.clone().acquire_owned() => slot.expect("the semaphore is never closed"),
+        };
+        let stream = tokio::select! {
+            _ = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    // Out of file descriptors, or a connection reset before it was taken:
+                    // wait a little rather than spin.
+                    tracing::warn!("accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        while connections.try_join_next().is_some() {}
+        let app = app.clone();
+        let mut stop = stop_rx.clone();
+        let header_read = limits.header_read;
+        connections.spawn(async move {
+            let _slot = slot;
+            let _ = stream.set_nodelay(true);
+            // Requests of this connection whose head arrived and whose response is not
+            // yet all sent.
+            let in_flight = Arc::new(AtomicUsize::new(0));
+            let counter = in_flight.clone();
+            let service = hyper::service::service_fn(move |req: axum::http::Request<_>| {
+                let guard = InFlight::new(counter.clone());
+                let app = app.clone();
+                async move {
+                    let res = app.oneshot(req).await;
+                    res.map(|r| {
+                        r.map(|body| {
+                            axum::body::Body::new(Tracked {
+                                body,
+                                _guard: guard,
+                            })
+                        })
+                    })
+                }
+            });
+            let mut builder = hyper::server::conn::http1::Builder::new();
+            builder
+                .timer(TokioTimer::new())
+                .header_read_timeout(header_read)
+                .keep_alive(true);
+            let conn = builder.serve_connection(TokioIo::new(stream), service);
+            let mut conn = std::pin::pin!(conn);
+            tokio::select! {
+                r = conn.as_mut() => {
+                    if let Err(e) = r {
+                        tracing::debug!("connection ended: {e}");
+                    }
+                    return;
+                }
+                _ = async { let _ = stop.wait_for(|stop| *stop).await; } => {}
+            }
+            // Idle connections close now; a request in flight finishes first. One whose
+            // head has not all arrived is dropped: it would hold shutdown up to the
+            // header timeout.
+            conn.as_mut().graceful_shutdown();
+            loop {
+                tokio::select! {
+                    _ = conn.as_mut() => return,
+                    _ = tokio::time::sleep(Duration::from_millis(50)) => {
+                        if in_flight.load(Ordering::Acquire) == 0 {
+                            return;
+                        }
+                    }
+                }
+            }
+        });
+    }
+    drop(listener);
+    let _ = stop_tx.send(true);
+    while connections.join_next().await.is_some() {}
+    drop(app);
     drop(server.state);
     let engine = server.engine;
     tokio::task::spawn_blocking(move || engine.join())

@@ -94,15 +94,35 @@ async fn models(State(s): State<Arc<AppState>>) -> Json<ModelList> {
     })
 }
 
-async fn chat(State(s): State<Arc<AppState>>, body: Result<Bytes, BytesRejection>) -> Response {
-    respond(s, Endpoint::Chat, body).await
+async fn chat(State(s): State<Arc<AppState>>, req: Request) -> Response {
+    match read_body(req).await {
+        Ok(body) => respond(s, Endpoint::Chat, body).await,
+        Err(e) => e.into_response(),
+    }
 }
 
-async fn completions(
-    State(s): State<Arc<AppState>>,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    respond(s, Endpoint::Completion, body).await
+async fn completions(State(s): State<Arc<AppState>>, req: Request) -> Response {
+    match read_body(req).await {
+        Ok(body) => respond(s, Endpoint::Completion, body).await,
+        Err(e) => e.into_response(),
+    }
+}
+
+/// The body, within the connection's [`BodyReadTimeout`](crate::BodyReadTimeout) when
+/// it has one: a client that sends half a body does not hold a connection forever.
+async fn read_body(req: Request) -> Result<Result<Bytes, BytesRejection>, ApiError> {
+    use axum::extract::FromRequest;
+    let limit = req
+        .extensions()
+        .get::<crate::BodyReadTimeout>()
+        .map(|t| t.0);
+    let read = Bytes::from_request(req, &());
+    match limit {
+        Some(d) => tokio::time::timeout(d, read)
+            .await
+            .map_err(|_| ApiError::BodyTimeout(d.as_secs_f64())),
+        None => Ok(read.await),
+    }
 }
 
 /// What the response needs of the request once the engine owns it.
@@ -133,7 +153,7 @@ async fn respond(
     }
 }
 
-type Enqueued = (Meta, mpsc::UnboundedReceiver<Event>, bool);
+type Enqueued = (Meta, mpsc::Receiver<Event>, bool);
 
 /// Most request bodies parsed and tokenized at once. Parsing a body of tens of MB takes
 /// seconds of CPU; it runs on blocking threads (never on the runtime's workers, which
@@ -184,7 +204,7 @@ fn enqueue(
         include_usage,
         prediction,
     };
-    let (tx, rx) = mpsc::unbounded_channel();
+    let (tx, rx) = crate::worker::events();
     s.queue.submit(Job {
         gen,
         stream,
@@ -195,7 +215,7 @@ fn enqueue(
     Ok((meta, rx, stream))
 }
 
-async fn collect(mut rx: mpsc::UnboundedReceiver<Event>) -> Result<Box<GenerateOutput>, ApiError> {
+async fn collect(mut rx: mpsc::Receiver<Event>) -> Result<Box<GenerateOutput>, ApiError> {
     loop {
         match rx.recv().await {
             Some(Event::Text(_)) => {}
@@ -294,7 +314,7 @@ fn chunk(meta: &Meta, text: Option<&str>, role: bool, finish: Option<&str>) -> V
 
 struct StreamState {
     meta: Meta,
-    rx: mpsc::UnboundedReceiver<Event>,
+    rx: mpsc::Receiver<Event>,
     queue: VecDeque<String>,
     done: bool,
 }
@@ -336,7 +356,7 @@ impl StreamState {
 /// cancels the generation on the engine thread.
 fn stream(
     meta: Meta,
-    rx: mpsc::UnboundedReceiver<Event>,
+    rx: mpsc::Receiver<Event>,
 ) -> Sse<impl futures_util::Stream<Item = Result<SseEvent, Infallible>>> {
     let mut queue = VecDeque::new();
     if meta.endpoint == Endpoint::Chat {

@@ -17,6 +17,18 @@ use tokio::sync::mpsc;
 use crate::error::ApiError;
 use crate::metrics::Metrics;
 
+/// Most events waiting for a streaming client to read them. A client that falls this far
+/// behind (the socket's buffers are full, so the stream is no longer polled) is taken as
+/// gone: its generation is cancelled and its slot freed, rather than held until its
+/// `max_tokens` or the timeout while the text piles up in memory. One place stays free for
+/// the final event.
+pub const STREAM_BUFFER_EVENTS: usize = 256;
+
+/// A job's event channel.
+pub fn events() -> (mpsc::Sender<Event>, mpsc::Receiver<Event>) {
+    mpsc::channel(STREAM_BUFFER_EVENTS)
+}
+
 /// What a request's handler hears from the engine.
 #[derive(Debug)]
 pub enum Event {
@@ -29,7 +41,8 @@ pub struct Job {
     pub gen: GenerateRequest,
     /// Whether the client reads the text as it comes (SSE).
     pub stream: bool,
-    pub events: mpsc::UnboundedSender<Event>,
+    /// Bounded by [`STREAM_BUFFER_EVENTS`] (see there).
+    pub events: mpsc::Sender<Event>,
     pub arrived: Instant,
     /// The job's place in the server (set by [`Queue::submit`]).
     pub slot: Option<Slot>,
@@ -48,7 +61,7 @@ impl Drop for Slot {
 
 /// What the scheduler keeps of a job while it runs.
 struct Running {
-    events: mpsc::UnboundedSender<Event>,
+    events: mpsc::Sender<Event>,
     arrived: Instant,
     _slot: Option<Slot>,
 }
@@ -198,7 +211,7 @@ fn run(
                     Err(ApiError::Internal(e.to_string()))
                 }
             };
-            let _ = f.job.events.send(Event::Done(result));
+            let _ = f.job.events.try_send(Event::Done(result));
         }
     }
 }
@@ -218,7 +231,10 @@ fn admit(
     let tx = job.events.clone();
     // Only a stream needs the text as it comes; a whole response takes it from the output.
     let sink: Sink<'static> = if job.stream {
-        Box::new(move |t: &str| tx.send(Event::Text(t.to_string())).is_ok())
+        Box::new(move |t: &str| {
+            // The last place is the final event's.
+            tx.capacity() > 1 && tx.try_send(Event::Text(t.to_string())).is_ok()
+        })
     } else {
         Box::new(move |_: &str| !tx.is_closed())
     };
@@ -232,7 +248,7 @@ fn admit(
         Ok(()) => metrics.running(1),
         Err((r, e)) => {
             tracing::info!("refused a request: {e}");
-            let _ = r.events.send(Event::Done(Err(e.into())));
+            let _ = r.events.try_send(Event::Done(Err(e.into())));
         }
     }
 }
