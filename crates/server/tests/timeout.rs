@@ -124,3 +124,32 @@ async fn shutdown_is_not_held_up_by_a_half_sent_request() {
         .unwrap();
     read_to_close(&mut idle, Duration::from_secs(1)).await;
 }
+
+#[tokio::test]
+async fn a_stream_nobody_reads_is_cancelled_and_frees_its_slot() {
+    // Before: events piled up without bound and the request held its slot to the end.
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+    let server = Server::load(&config()).unwrap();
+    let app = router(server.state.clone());
+    let body = json!({"model": "smol", "prompt": "1, 2, 3, 4, 5, 6, 7, 8, 9, 10,",
+        "max_tokens": 4000, "temperature": 0, "stream": true});
+    let res = app
+        .oneshot(post("/v1/completions", &body.to_string()))
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    // Nobody reads: the engine fills the stream's buffer, then gives the slot back.
+    let start = std::time::Instant::now();
+    while server.state.queue.held() > 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "slot still held"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let bytes = res.into_body().collect().await.unwrap().to_bytes();
+    let text = String::from_utf8_lossy(&bytes);
+    assert!(text.contains("\"finish_reason\":\"cancelled\""), "{text}");
+    assert!(text.trim_end().ends_with("data: [DONE]"), "{text}");
+}
