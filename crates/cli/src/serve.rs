@@ -81,14 +81,34 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("binding {}:{}", args.host, args.port))?;
         let addr = listener.local_addr()?;
+        // The handler is in place before the line below says the server is up: a Ctrl-C
+        // right after it shuts down cleanly instead of killing the process.
+        let interrupted = interrupt()?;
         // Scripts and tests read this line to find the port.
         println!("specdec serving {model_id} on http://{addr}/v1");
         tracing::info!("serving {model_id} on http://{addr}/v1");
-        let shutdown = async {
-            let _ = tokio::signal::ctrl_c().await;
+        let shutdown = async move {
+            interrupted.await;
             tracing::info!("shutting down: finishing requests in flight");
         };
         specdec_server::serve(listener, server, shutdown).await?;
         Ok(())
+    })
+}
+
+/// Resolves at Ctrl-C (SIGINT); the handler is installed when this is called, not when
+/// the future is first polled.
+#[cfg(unix)]
+fn interrupt() -> std::io::Result<impl std::future::Future<Output = ()> + Send> {
+    let mut sig = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
+    Ok(async move {
+        sig.recv().await;
+    })
+}
+
+#[cfg(not(unix))]
+fn interrupt() -> std::io::Result<impl std::future::Future<Output = ()> + Send> {
+    Ok(async {
+        let _ = tokio::signal::ctrl_c().await;
     })
 }
