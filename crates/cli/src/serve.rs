@@ -18,7 +18,8 @@ pub struct ServeArgs {
     /// 0 picks a free port (printed on start).
     #[arg(long, default_value_t = 8080)]
     pub port: u16,
-    /// Require `Authorization: Bearer KEY` on /v1 (default: $SPECDEC_API_KEY, else none).
+    /// Require `Authorization: Bearer KEY` on /v1 (default: $SPECDEC_API_KEY, else none;
+    /// an empty key is an error).
     #[arg(long, env = "SPECDEC_API_KEY", hide_env_values = true)]
     pub api_key: Option<String>,
     /// The model id clients send (default: the file's name).
@@ -92,16 +93,14 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
 }
 
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    if args.api_key.as_deref() == Some("") {
-        tracing::warn!("the API key is empty: no key is required");
-    }
     if args.model.threads == 0 {
         tracing::warn!("--threads 0 is not allowed; using 1");
     }
     let config = ServerConfig {
         model: model_path(args.model.model.as_deref())?,
         model_id: args.served_model_name,
-        api_key: args.api_key.filter(|k| !k.is_empty()),
+        // An empty key is refused at load, never taken for "no key".
+        api_key: args.api_key,
         threads: args.model.threads.max(1),
         max_concurrent: args.max_concurrent,
         max_queue: args.max_queue,

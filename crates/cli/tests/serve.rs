@@ -262,3 +262,23 @@ fn start_up_settings_refusals_and_shutdown_phases_are_logged() {
         "{log}"
     );
 }
+
+#[test]
+fn an_empty_api_key_or_a_control_character_in_the_model_name_stops_start_up() {
+    // Before: `--api-key ""` served without auth; a newline in the name injected
+    // `/metrics` lines.
+    for args in [
+        &["--api-key", ""][..],
+        &["--served-model-name", "smol\nvllm:fake_total 1"][..],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_specdec"))
+            .args(["serve", "--port", "0"])
+            .args(args)
+            .env_remove("SPECDEC_API_KEY")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}

@@ -42,7 +42,28 @@ pub use sam::{Matcher, Split, StateId, SuffixAutomaton};
 pub use specdec_tree::{Meta, Source, TokenTree};
 pub use suffix::{SuffixConfig, SuffixDrafter};
 pub use trie::{NodeId, Trie, TrieConfig};
-pub use trie_drafter::{CanStart, TrieDrafter, TrieDrafterConfig};
+pub use trie_drafter::{CanStart, TrieDrafter, TrieDrafterConfig, PRIVATE_TRIE_MAX_NODES};
+
+/// The most reference tokens (all of one request's references together) a drafter
+/// indexes; the rest is ignored. Indexes grow linearly with what they hold, and a request
+/// builds them on the engine thread, so this bounds one request's memory and the time it
+/// holds up everyone else's steps. The server refuses larger references at the edge.
+pub const MAX_REFERENCE_TOKENS: usize = 1 << 18;
+
+/// `references` cut to [`MAX_REFERENCE_TOKENS`] in all (the first ones first).
+pub fn bounded_references(references: &[Vec<u32>]) -> Vec<&[u32]> {
+    let mut left = MAX_REFERENCE_TOKENS;
+    let mut out = Vec::new();
+    for r in references {
+        if left == 0 {
+            break;
+        }
+        let take = r.len().min(left);
+        out.push(&r[..take]);
+        left -= take;
+    }
+    out
+}
 
 /// One draft source. A drafter serves one request at a time, between `begin` and `end`.
 pub trait Drafter: Send {

@@ -272,7 +272,8 @@ impl Drafter for ReferenceDrafter {
     fn begin(&mut self, prompt: &[u32], references: &[Vec<u32>]) {
         self.refs.clear();
         if self.cfg.use_references {
-            self.refs.extend(references.iter().cloned());
+            let refs = crate::bounded_references(references);
+            self.refs.extend(refs.into_iter().map(<[u32]>::to_vec));
         }
         self.rebuild(prompt, prompt.len());
     }

@@ -232,11 +232,39 @@ impl TrieDrafter {
     }
 }
 
-/// A request's own trie: never pruned, it lives for one request.
+/// The most nodes a request's private trie holds: windows past it (the end of a long
+/// prompt, or of large references) are not indexed. A window adds up to `branch_length + 1`
+/// nodes a token, so without a bound one request's references could take gigabytes and
+/// stall the engine thread while they are indexed. Half a million nodes (tens of MB) hold
+/// every window of a 38k-token text at the default window.
+pub const PRIVATE_TRIE_MAX_NODES: usize = 500_000;
+
+/// A request's own trie: never pruned (it lives for one request), but filled only up to
+/// [`PRIVATE_TRIE_MAX_NODES`] (see [`insert_bounded`]).
 fn private_trie() -> Trie {
     Trie::new(TrieConfig {
         max_nodes: usize::MAX,
     })
+}
+
+/// Inserts `tokens`' windows into `trie` while it holds fewer than `max_nodes` nodes;
+/// returns whether every window went in.
+fn insert_bounded(
+    trie: &mut Trie,
+    tokens: &[u32],
+    window: usize,
+    can_start: &dyn Fn(u32) -> bool,
+    max_nodes: usize,
+) -> bool {
+    for s in 0..tokens.len() {
+        if trie.len() >= max_nodes {
+            return false;
+        }
+        if can_start(tokens[s]) {
+            trie.insert(&tokens[s..(s + window).min(tokens.len())]);
+        }
+    }
+    true
 }
 
 fn lock(m: &Mutex<Trie>) -> std::sync::MutexGuard<'_, Trie> {
@@ -254,10 +282,14 @@ impl Drafter for TrieDrafter {
         let window = self.window();
         let cfg = &self.cfg;
         let can_start = |t| cfg.can_start(t);
-        self.prompt.insert_windows(prompt, window, &can_start);
+        let cap = PRIVATE_TRIE_MAX_NODES;
         // References are request-private text too (Lookahead saw them inside the prompt).
-        for r in references {
-            self.prompt.insert_windows(r, window, &can_start);
+        // The prompt goes first: it is what the output most often repeats.
+        let all = std::iter::once(prompt).chain(crate::bounded_references(references));
+        for text in all {
+            if !insert_bounded(&mut self.prompt, text, window, &can_start, cap) {
+                break;
+            }
         }
         self.output.clear();
         self.open.clear();

@@ -24,6 +24,7 @@ pub use method::DraftMethod;
 pub use pools::{load_trie, new_trie, save_trie, PoolName, Pools};
 pub use request::{CacheScope, FinishReason, GenerateOutput, GenerateRequest, Speculation, Tenant};
 pub use scheduler::{Finished, Job, Outcome, Scheduler};
+pub use specdec_drafters::MAX_REFERENCE_TOKENS;
 pub use specdec_runtime::{Model, ModelConfig, Target};
 pub use specdec_tokenizer::{ChatMessage, ChatTemplate, Tokenizer};
 pub use specdec_verify::{sampling, Acceptance, Rng, SamplingParams};

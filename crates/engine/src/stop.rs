@@ -3,10 +3,58 @@
 //! Text is released only once it can no longer be the start of a stop string, so a client
 //! never sees part of a stop sequence that is cut later.
 
+/// Matches stop strings with one Knuth-Morris-Pratt automaton each, over bytes: a push
+/// costs time in proportion to the new text (times the number of stops), never to the
+/// stops' lengths or to the text held back.
 #[derive(Clone, Debug, Default)]
 pub struct StopMatcher {
-    stops: Vec<String>,
+    stops: Vec<Stop>,
     held: String,
+}
+
+#[derive(Clone, Debug)]
+struct Stop {
+    text: Vec<u8>,
+    /// `fail[i]`: length of the longest proper prefix of `text[..=i]` that is also its
+    /// suffix.
+    fail: Vec<usize>,
+    /// Length of the longest prefix of `text` the text so far ends with.
+    state: usize,
+}
+
+impl Stop {
+    fn new(text: String) -> Stop {
+        let text = text.into_bytes();
+        let mut fail = vec![0; text.len()];
+        let mut k = 0;
+        for i in 1..text.len() {
+            while k > 0 && text[i] != text[k] {
+                k = fail[k - 1];
+            }
+            if text[i] == text[k] {
+                k += 1;
+            }
+            fail[i] = k;
+        }
+        Stop {
+            text,
+            fail,
+            state: 0,
+        }
+    }
+
+    /// Advances over byte `b`; true when the whole stop string now ends the text.
+    fn step(&mut self, b: u8) -> bool {
+        let mut k = self.state;
+        while k > 0 && self.text[k] != b {
+            k = self.fail[k - 1];
+        }
+        if self.text[k] == b {
+            k += 1;
+        }
+        self.state = k;
+        k == self.text.len()
+    }
 }
 
 /// What pushing text produced.
@@ -21,29 +69,41 @@ pub enum StopEvent {
 impl StopMatcher {
     pub fn new(stops: Vec<String>) -> Self {
         StopMatcher {
-            stops: stops.into_iter().filter(|s| !s.is_empty()).collect(),
+            stops: stops
+                .into_iter()
+                .filter(|s| !s.is_empty())
+                .map(Stop::new)
+                .collect(),
             held: String::new(),
         }
     }
 
     pub fn push(&mut self, text: &str) -> StopEvent {
+        let base = self.held.len();
         self.held.push_str(text);
-        let hit = self
-            .stops
-            .iter()
-            .filter_map(|s| self.held.find(s.as_str()))
-            .min();
+        // The earliest start of any stop: for one stop, its first match to end is also
+        // its first to start.
+        let mut hit: Option<usize> = None;
+        for stop in &mut self.stops {
+            for (i, &b) in text.as_bytes().iter().enumerate() {
+                if stop.step(b) {
+                    let at = base + i + 1 - stop.text.len();
+                    hit = Some(hit.map_or(at, |h| h.min(at)));
+                    break;
+                }
+            }
+        }
         if let Some(at) = hit {
             let out = self.held[..at].to_string();
             self.held.clear();
+            for stop in &mut self.stops {
+                stop.state = 0;
+            }
             return StopEvent::Stopped(out);
         }
-        let keep = self
-            .stops
-            .iter()
-            .map(|s| longest_suffix_prefix(&self.held, s))
-            .max()
-            .unwrap_or(0);
+        // Each state is a proper prefix of its stop that ends the text; such a suffix of
+        // valid UTF-8 starts on a char boundary.
+        let keep = self.stops.iter().map(|s| s.state).max().unwrap_or(0);
         let cut = self.held.len() - keep;
         let out = self.held[..cut].to_string();
         self.held.drain(..cut);
@@ -52,22 +112,11 @@ impl StopMatcher {
 
     /// Releases whatever is held (generation ended for another reason).
     pub fn finish(&mut self) -> String {
+        for stop in &mut self.stops {
+            stop.state = 0;
+        }
         std::mem::take(&mut self.held)
     }
-}
-
-/// Length of the longest suffix of `text` that is a proper prefix of `stop`, on char
-/// boundaries.
-fn longest_suffix_prefix(text: &str, stop: &str) -> usize {
-    let max = text.len().min(stop.len().saturating_sub(1));
-    (1..=max)
-        .rev()
-        .find(|&n| {
-            text.is_char_boundary(text.len() - n)
-                && stop.is_char_boundary(n)
-                && text.ends_with(&stop[..n])
-        })
-        .unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -91,7 +140,56 @@ mod tests {
         assert_eq!(m.finish(), "");
     }
 
+    #[test]
+    fn long_stop_strings_cost_time_in_proportion_to_the_new_text() {
+        // Before: 16 stops of 2 MB made every token cost a scan of each stop.
+        let stops: Vec<String> = (0..16)
+            .map(|i| format!("{}{i}", "a".repeat(4096)))
+            .collect();
+        let mut m = StopMatcher::new(stops);
+        let t = std::time::Instant::now();
+        let mut released = 0;
+        for _ in 0..20_000 {
+            match m.push("a") {
+                StopEvent::Text(t) => released += t.len(),
+                StopEvent::Stopped(_) => panic!("no stop string matches"),
+            }
+        }
+        // A run of `a`s may still start any stop: only what is longer than them is out.
+        assert_eq!(released, 20_000 - 4096);
+        assert_eq!(m.push("7"), StopEvent::Stopped(String::new()));
+        assert!(t.elapsed().as_secs_f64() < 1.0, "{:?}", t.elapsed());
+    }
+
+    #[test]
+    fn the_earliest_starting_stop_wins() {
+        let mut m = StopMatcher::new(vec!["abcd".into(), "bc".into()]);
+        assert_eq!(m.push("xab"), StopEvent::Text("x".into()));
+        assert_eq!(m.push("cd"), StopEvent::Stopped(String::new()));
+    }
+
     proptest! {
+        #[test]
+        fn several_stops_stream_as_cutting_the_whole_text(
+            pieces in proptest::collection::vec("[abé ]{0,3}", 0..12),
+            stops in proptest::collection::vec("[abé]{1,4}", 1..4),
+        ) {
+            let whole: String = pieces.concat();
+            let first = stops.iter().filter_map(|s| whole.find(s.as_str())).min();
+            let expect = first.map_or(whole.clone(), |i| whole[..i].to_string());
+            let mut m = StopMatcher::new(stops);
+            let mut got = String::new();
+            let mut stopped = false;
+            for p in &pieces {
+                match m.push(p) {
+                    StopEvent::Text(t) => got.push_str(&t),
+                    StopEvent::Stopped(t) => { got.push_str(&t); stopped = true; break; }
+                }
+            }
+            if !stopped { got.push_str(&m.finish()); }
+            prop_assert_eq!(got, expect);
+        }
+
         #[test]
         fn streamed_output_equals_cutting_the_whole_text(
             pieces in proptest::collection::vec("[abé ]{0,3}", 0..12),

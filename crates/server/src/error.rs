@@ -4,6 +4,25 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
+/// Most characters of client input an error message repeats.
+pub const MAX_ECHO_CHARS: usize = 256;
+
+/// Most characters of any error message (a backstop: input echoed by parsers, such as an
+/// unknown field's name, is cut here).
+const MAX_MESSAGE_CHARS: usize = 2048;
+
+/// `input` cut to [`MAX_ECHO_CHARS`] characters, marked when cut.
+pub fn clip(input: &str) -> String {
+    clip_to(input, MAX_ECHO_CHARS)
+}
+
+fn clip_to(input: &str, max: usize) -> String {
+    match input.char_indices().nth(max) {
+        None => input.to_string(),
+        Some((at, _)) => format!("{}... ({} bytes in all)", &input[..at], input.len()),
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
     /// The body is not JSON, or not the shape of a request.
@@ -23,13 +42,15 @@ pub enum ApiError {
     UnknownModel { requested: String, served: String },
     #[error("missing or wrong API key: send `Authorization: Bearer <key>`")]
     Unauthorized,
+    #[error("the request body did not arrive within {0} s")]
+    BodyTimeout(f64),
     #[error("the request body is over the limit of {0} bytes")]
     TooLarge(usize),
-    #[error("no route for {0}")]
+    #[error("no route for {}", clip(.0))]
     NotFound(String),
-    #[error("{0} does not accept this HTTP method")]
+    #[error("{} does not accept this HTTP method", clip(.0))]
     MethodNotAllowed(String),
-    #[error("the server is at capacity ({0} requests queued); retry shortly")]
+    #[error("the server is at capacity ({0} requests running or queued); retry shortly")]
     QueueFull(usize),
     #[error("the request did not finish within the server's timeout of {0} s")]
     Timeout(u64),
@@ -55,6 +76,7 @@ impl ApiError {
             ApiError::UnknownModel { .. } | ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::QueueFull(_) => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
@@ -68,6 +90,7 @@ impl ApiError {
         match self {
             ApiError::Malformed(_) | ApiError::Invalid { .. } => ("invalid_request_error", None),
             ApiError::TooLarge(_) => ("invalid_request_error", Some("request_too_large")),
+            ApiError::BodyTimeout(_) => ("invalid_request_error", Some("request_timeout")),
             ApiError::ContextLength(_) => {
                 ("invalid_request_error", Some("context_length_exceeded"))
             }
@@ -91,7 +114,8 @@ impl ApiError {
             ApiError::UnknownModel { .. } => Some("model"),
             _ => None,
         };
-        json!({"error": {"message": self.to_string(), "type": kind, "param": param, "code": code}})
+        let message = clip_to(&self.to_string(), MAX_MESSAGE_CHARS);
+        json!({"error": {"message": message, "type": kind, "param": param, "code": code}})
     }
 }
 
@@ -110,6 +134,11 @@ impl IntoResponse for ApiError {
             ApiError::Unauthorized => {
                 res.headers_mut()
                     .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            }
+            ApiError::BodyTimeout(_) => {
+                // The rest of the body may still come: the connection cannot be reused.
+                res.headers_mut()
+                    .insert(header::CONNECTION, HeaderValue::from_static("close"));
             }
             _ => {}
         }

@@ -15,6 +15,7 @@ pub mod validate;
 pub mod worker;
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -81,6 +82,26 @@ fn model_id(path: &Path) -> String {
         .unwrap_or_else(|| "model".into())
 }
 
+/// Longest `--served-model-name`.
+pub const MAX_MODEL_ID_CHARS: usize = 256;
+
+/// A served model id is 1 to [`MAX_MODEL_ID_CHARS`] characters, none of them control
+/// characters (it appears in responses, headers of logs, and `/metrics` lines).
+pub fn check_model_id(id: &str) -> Result<(), ServerError> {
+    let n = id.chars().count();
+    if n == 0 || n > MAX_MODEL_ID_CHARS {
+        return Err(ServerError::Config(format!(
+            "the served model name must be 1 to {MAX_MODEL_ID_CHARS} characters, got {n}"
+        )));
+    }
+    if id.chars().any(char::is_control) {
+        return Err(ServerError::Config(
+            "the served model name may not contain control characters (such as a newline)".into(),
+        ));
+    }
+    Ok(())
+}
+
 impl Server {
     /// Loads the model and starts the engine thread.
     pub fn load(config: &ServerConfig) -> Result<Server, ServerError> {
@@ -88,6 +109,18 @@ impl Server {
             return Err(ServerError::Config(
                 "--max-concurrent and --max-queue must be at least 1".into(),
             ));
+        }
+        if config
+            .api_key
+            .as_deref()
+            .is_some_and(|k| k.trim().is_empty())
+        {
+            return Err(ServerError::Config(
+                "the API key is empty: pass a key, or no --api-key (and no SPECDEC_API_KEY) to serve without one".into(),
+            ));
+        }
+        if let Some(id) = &config.model_id {
+            check_model_id(id)?;
         }
         let loaded = Loaded::open(&config.model, config.threads)?;
         let id = config
@@ -107,7 +140,10 @@ impl Server {
         let pools = Pools::new(trie, config.trie.clone(), config.pools.clone());
         let model = Arc::new(loaded.model);
         let metrics = Arc::new(metrics::Metrics::new(&frontend.model_id));
-        let (queue, rx) = worker::Queue::new(config.max_queue, metrics.clone());
+        // Up to `max_concurrent` run and `max_queue` more wait, however fast the engine thread
+        // takes them in.
+        let (queue, rx) =
+            worker::Queue::new(config.max_concurrent + config.max_queue, metrics.clone());
         let engine = worker::spawn(
             model,
             frontend.tokenizer.clone(),
@@ -137,25 +173,109 @@ impl Server {
 /// take the last events before they are dropped.
 const LINGER: Duration = Duration::from_secs(5);
 
-/// Serves `router` on `listener` until `shutdown` resolves, then stops taking connections,
-/// lets the requests in flight finish for up to `grace`, cancels those still running, and
-/// waits for the engine to stop (saving the drafting state).
+/// Limits on the connections [`serve_with`] keeps open.
+#[derive(Clone, Debug)]
+pub struct ConnectionLimits {
+    /// A request's head must arrive within this; a connection idle between requests
+    /// (keep-alive) is closed after it too.
+    pub header_read: Duration,
+    /// A request's body must arrive within this once its head has (else 408, and the
+    /// connection is closed).
+    pub body_read: Duration,
+    /// Most connections open at once; more wait in the listener's backlog.
+    pub max_connections: usize,
+}
+
+impl Default for ConnectionLimits {
+    fn default() -> Self {
+        ConnectionLimits {
+            header_read: Duration::from_secs(15),
+            body_read: Duration::from_secs(30),
+            max_connections: 512,
+        }
+    }
+}
+
+/// How long a request's body may take to arrive (an extension the router's handlers read;
+/// absent, as under a test's `oneshot`, bodies are read without a limit).
+#[derive(Clone, Copy, Debug)]
+pub struct BodyReadTimeout(pub Duration);
+
+/// Counts a request in flight on its connection until dropped.
+struct InFlight(Arc<AtomicUsize>);
+
+impl InFlight {
+    fn new(count: Arc<AtomicUsize>) -> InFlight {
+        count.fetch_add(1, Ordering::AcqRel);
+        InFlight(count)
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A response body that keeps its request counted in flight until it is all sent (a
+/// stream's response future ends long before its body does).
+struct Tracked {
+    body: axum::body::Body,
+    _guard: InFlight,
+}
+
+impl http_body::Body for Tracked {
+    type Data = axum::body::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        std::pin::Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// [`serve_with`] with the default [`ConnectionLimits`].
 pub async fn serve(
     listener: tokio::net::TcpListener,
     server: Server,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     grace: Duration,
 ) -> std::io::Result<()> {
+    serve_with(
+        listener,
+        server,
+        shutdown,
+        grace,
+        ConnectionLimits::default(),
+    )
+    .await
+}
+
+/// Serves `router` on `listener` until `shutdown` resolves, then stops taking connections,
+/// closes idle ones, lets the requests in flight finish for up to `grace`, cancels those
+/// still running, and waits for the engine to stop (saving the drafting state). Slow or
+/// half-sent requests are cut off by `limits`.
+pub async fn serve_with(
+    listener: tokio::net::TcpListener,
+    server: Server,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    grace: Duration,
+    limits: ConnectionLimits,
+) -> std::io::Result<()> {
     let Server { state, engine } = server;
-    let app = router(state.clone());
-    let (stop, mut stopped) = tokio::sync::watch::channel(false);
-    let mut http = tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async move {
-                let _ = stopped.wait_for(|s| *s).await;
-            })
-            .await
-    });
+    let app = router(state.clone()).layer(axum::Extension(BodyReadTimeout(limits.body_read)));
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let mut http = tokio::spawn(accept(listener, app, stopped, limits));
     let served = tokio::select! {
         r = &mut http => Some(r),
         () = shutdown => None,
@@ -198,4 +318,103 @@ pub async fn serve(
     }
     tracing::info!("shutdown: done");
     Ok(())
+}
+
+/// Takes connections until `stopped` turns true, each served by hyper with `limits`; then
+/// idle connections close, requests in flight finish, and this ends when every connection
+/// has.
+async fn accept(
+    listener: tokio::net::TcpListener,
+    app: axum::Router,
+    stopped: tokio::sync::watch::Receiver<bool>,
+    limits: ConnectionLimits,
+) {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    use tower::ServiceExt;
+
+    let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
+    let mut connections = tokio::task::JoinSet::new();
+    let stop = stopped.clone();
+    let mut shutdown = std::pin::pin!(async move {
+        let mut stop = stop;
+        let _ = stop.wait_for(|s| *s).await;
+    });
+    loop {
+        let slot = tokio::select! {
+            _ = &mut shutdown => break,
+            slot = slots.clone().acquire_owned() => slot.expect("the semaphore is never closed"),
+        };
+        let stream = tokio::select! {
+            _ = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    // Out of file descriptors, or a connection reset before it was taken:
+                    // wait a little rather than spin.
+                    tracing::warn!("accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        while connections.try_join_next().is_some() {}
+        let app = app.clone();
+        let mut stop = stopped.clone();
+        let header_read = limits.header_read;
+        connections.spawn(async move {
+            let _slot = slot;
+            let _ = stream.set_nodelay(true);
+            // Requests of this connection whose head arrived and whose response is not
+            // yet all sent.
+            let in_flight = Arc::new(AtomicUsize::new(0));
+            let counter = in_flight.clone();
+            let service = hyper::service::service_fn(move |req: axum::http::Request<_>| {
+                let guard = InFlight::new(counter.clone());
+                let app = app.clone();
+                async move {
+                    let res = app.oneshot(req).await;
+                    res.map(|r| {
+                        r.map(|body| {
+                            axum::body::Body::new(Tracked {
+                                body,
+                                _guard: guard,
+                            })
+                        })
+                    })
+                }
+            });
+            let mut builder = hyper::server::conn::http1::Builder::new();
+            builder
+                .timer(TokioTimer::new())
+                .header_read_timeout(header_read)
+                .keep_alive(true);
+            let conn = builder.serve_connection(TokioIo::new(stream), service);
+            let mut conn = std::pin::pin!(conn);
+            tokio::select! {
+                r = conn.as_mut() => {
+                    if let Err(e) = r {
+                        tracing::debug!("connection ended: {e}");
+                    }
+                    return;
+                }
+                _ = async { let _ = stop.wait_for(|stop| *stop).await; } => {}
+            }
+            // Idle connections close now; a request in flight finishes first. One whose
+            // head has not all arrived is dropped: it would hold shutdown up to the
+            // header timeout.
+            conn.as_mut().graceful_shutdown();
+            loop {
+                tokio::select! {
+                    _ = conn.as_mut() => return,
+                    _ = tokio::time::sleep(Duration::from_millis(50)) => {
+                        if in_flight.load(Ordering::Acquire) == 0 {
+                            return;
+                        }
+                    }
+                }
+            }
+        });
+    }
+    drop(listener);
+    while connections.join_next().await.is_some() {}
 }

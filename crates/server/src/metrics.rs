@@ -109,7 +109,7 @@ impl Health {
 
 impl Metrics {
     pub fn new(model_name: &str) -> Self {
-        let escaped = model_name.replace('\\', "\\\\").replace('"', "\\\"");
+        let escaped = escape_label(model_name);
         Metrics {
             label: format!("model_name=\"{escaped}\""),
             spec: Mutex::new(SpecStats::default()),
@@ -256,8 +256,24 @@ fn labelled<K: Display, V: Display>(
 ) {
     let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
     for (k, v) in rows {
+        let k = escape_label(&k.to_string());
         let _ = writeln!(out, "{name}{{{base},{key}=\"{k}\"}} {v}");
     }
+}
+
+/// A label value as the text format writes it: backslash, double quote and line feed
+/// escaped, so no value can end its line or start another.
+pub fn escape_label(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// Metrics stay readable after a panic elsewhere poisoned a lock.

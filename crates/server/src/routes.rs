@@ -56,7 +56,7 @@ async fn auth(
         let given = headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
+            .and_then(bearer_token);
         if given != Some(key.as_str()) {
             return ApiError::Unauthorized.into_response();
         }
@@ -75,6 +75,15 @@ async fn health(State(s): State<Arc<AppState>>) -> Response {
         )
             .into_response(),
     }
+}
+
+/// The token of an `Authorization: Bearer <token>` value; the scheme is case-insensitive
+/// (RFC 9110, 11.1).
+fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim().split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim_start())
 }
 
 async fn metrics(State(s): State<Arc<AppState>>) -> Response {
@@ -102,20 +111,37 @@ async fn models(State(s): State<Arc<AppState>>) -> Json<ModelList> {
 /// prefix-cache reuse; see [`validate::cache_scope`]).
 pub const TENANT_HEADER: &str = "x-specdec-tenant";
 
-async fn chat(
-    State(s): State<Arc<AppState>>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    respond(s, Endpoint::Chat, &headers, body).await
+async fn chat(State(s): State<Arc<AppState>>, req: Request) -> Response {
+    let headers = req.headers().clone();
+    match read_body(req).await {
+        Ok(body) => respond(s, Endpoint::Chat, headers, body).await,
+        Err(e) => e.into_response(),
+    }
 }
 
-async fn completions(
-    State(s): State<Arc<AppState>>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    respond(s, Endpoint::Completion, &headers, body).await
+async fn completions(State(s): State<Arc<AppState>>, req: Request) -> Response {
+    let headers = req.headers().clone();
+    match read_body(req).await {
+        Ok(body) => respond(s, Endpoint::Completion, headers, body).await,
+        Err(e) => e.into_response(),
+    }
+}
+
+/// The body, within the connection's [`BodyReadTimeout`](crate::BodyReadTimeout) when
+/// it has one: a client that sends half a body does not hold a connection forever.
+async fn read_body(req: Request) -> Result<Result<Bytes, BytesRejection>, ApiError> {
+    use axum::extract::FromRequest;
+    let limit = req
+        .extensions()
+        .get::<crate::BodyReadTimeout>()
+        .map(|t| t.0);
+    let read = Bytes::from_request(req, &());
+    match limit {
+        Some(d) => tokio::time::timeout(d, read)
+            .await
+            .map_err(|_| ApiError::BodyTimeout(d.as_secs_f64())),
+        None => Ok(read.await),
+    }
 }
 
 /// What the response needs of the request once the engine owns it.
@@ -134,10 +160,10 @@ struct Meta {
 async fn respond(
     s: Arc<AppState>,
     endpoint: Endpoint,
-    headers: &HeaderMap,
+    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    match enqueue(&s, endpoint, headers, body) {
+    match enqueue_off_runtime(s, endpoint, headers, body).await {
         Ok((meta, rx, true)) => stream(meta, rx).into_response(),
         Ok((meta, rx, false)) => match collect(rx).await {
             Ok(out) => Json(whole(&meta, &out)).into_response(),
@@ -147,7 +173,27 @@ async fn respond(
     }
 }
 
-type Enqueued = (Meta, mpsc::UnboundedReceiver<Event>, bool);
+type Enqueued = (Meta, mpsc::Receiver<Event>, bool);
+
+/// Most request bodies parsed and tokenized at once. Parsing a body of tens of MB takes
+/// seconds of CPU; it runs on blocking threads (never on the runtime's workers, which
+/// must stay free for `/health`, streams and the other clients), a few at a time.
+pub const MAX_PARSING: usize = 4;
+
+static PARSING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(MAX_PARSING);
+
+/// [`enqueue`] on a blocking thread, once one of [`MAX_PARSING`] permits is free.
+async fn enqueue_off_runtime(
+    s: Arc<AppState>,
+    endpoint: Endpoint,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Enqueued, ApiError> {
+    let _permit = PARSING.acquire().await.map_err(|_| ApiError::Unavailable)?;
+    tokio::task::spawn_blocking(move || enqueue(&s, endpoint, &headers, body))
+        .await
+        .map_err(|e| ApiError::Internal(format!("parsing the request failed: {e}")))?
+}
 
 fn enqueue(
     s: &AppState,
@@ -197,17 +243,18 @@ fn enqueue(
         include_usage,
         prediction,
     };
-    let (tx, rx) = mpsc::unbounded_channel();
+    let (tx, rx) = crate::worker::events();
     s.queue.submit(Job {
         gen,
         stream,
         events: tx,
         arrived: Instant::now(),
+        slot: None,
     })?;
     Ok((meta, rx, stream))
 }
 
-async fn collect(mut rx: mpsc::UnboundedReceiver<Event>) -> Result<Box<GenerateOutput>, ApiError> {
+async fn collect(mut rx: mpsc::Receiver<Event>) -> Result<Box<GenerateOutput>, ApiError> {
     loop {
         match rx.recv().await {
             Some(Event::Text(_)) => {}
@@ -306,7 +353,7 @@ fn chunk(meta: &Meta, text: Option<&str>, role: bool, finish: Option<&str>) -> V
 
 struct StreamState {
     meta: Meta,
-    rx: mpsc::UnboundedReceiver<Event>,
+    rx: mpsc::Receiver<Event>,
     queue: VecDeque<String>,
     done: bool,
 }
@@ -348,7 +395,7 @@ impl StreamState {
 /// cancels the generation on the engine thread.
 fn stream(
     meta: Meta,
-    rx: mpsc::UnboundedReceiver<Event>,
+    rx: mpsc::Receiver<Event>,
 ) -> Sse<impl futures_util::Stream<Item = Result<SseEvent, Infallible>>> {
     let mut queue = VecDeque::new();
     if meta.endpoint == Endpoint::Chat {

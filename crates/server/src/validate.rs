@@ -14,7 +14,18 @@ use crate::error::ApiError;
 
 /// Largest draft tree a request may ask for.
 pub const MAX_DRAFT_LIMIT: usize = 128;
-const MAX_STOPS: usize = 16;
+/// Most stop strings a request may give.
+pub const MAX_STOPS: usize = 16;
+/// Longest stop string, in bytes: text that may still start a stop is held back from a
+/// stream, so a stop's length is also how far a stream may lag.
+pub const MAX_STOP_BYTES: usize = 512;
+/// Most texts in `speculation.references`.
+pub const MAX_REFERENCES: usize = 64;
+/// Most bytes of reference text one request may carry (`prediction` and
+/// `speculation.references` together), checked before anything is tokenized.
+pub const MAX_REFERENCE_BYTES: usize = 1 << 20;
+/// Most reference tokens one request may carry, together: what drafters index at most.
+pub const MAX_REFERENCE_TOKENS: usize = specdec_engine::MAX_REFERENCE_TOKENS;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Endpoint {
@@ -131,7 +142,10 @@ fn text_of(content: &Content, param: &'static str) -> Result<String, ApiError> {
                     (other, _) => {
                         return Err(bad(
                             param,
-                            format!("content parts of type `{other}` are not supported; this model reads text only"),
+                            format!(
+                                "content parts of type `{}` are not supported; this model reads text only",
+                                crate::error::clip(other)
+                            ),
                         ))
                     }
                 }
@@ -142,7 +156,7 @@ fn text_of(content: &Content, param: &'static str) -> Result<String, ApiError> {
 }
 
 fn reject_unsupported(body: &RequestBody) -> Result<(), ApiError> {
-    let checks: [(&'static str, bool, &str); 12] = [
+    let checks: [(&'static str, bool, &str); 22] = [
         (
             "n",
             body.n.is_none_or(|n| n == 1),
@@ -192,6 +206,60 @@ fn reject_unsupported(body: &RequestBody) -> Result<(), ApiError> {
                 v.get("type").and_then(Value::as_str) == Some("text")
             }),
             "only the `text` response format is supported",
+        ),
+        (
+            "tool_choice",
+            neutral(&body.tool_choice, |v| v == "none"),
+            "tool calling is not supported",
+        ),
+        (
+            "parallel_tool_calls",
+            neutral(&body.parallel_tool_calls, |_| false),
+            "tool calling is not supported",
+        ),
+        (
+            "function_call",
+            neutral(&body.function_call, |v| v == "none"),
+            "function calling is not supported",
+        ),
+        (
+            "reasoning_effort",
+            neutral(&body.reasoning_effort, |_| false),
+            "this model has no reasoning setting",
+        ),
+        (
+            "verbosity",
+            neutral(&body.verbosity, |_| false),
+            "this model has no verbosity setting",
+        ),
+        (
+            "web_search_options",
+            neutral(&body.web_search_options, |_| false),
+            "web search is not supported",
+        ),
+        (
+            "service_tier",
+            neutral(&body.service_tier, |v| v == "auto" || v == "default"),
+            "there is one service tier (`auto` or `default`)",
+        ),
+        (
+            "store",
+            neutral(&body.store, |v| v == &Value::Bool(false)),
+            "completions are not stored",
+        ),
+        (
+            "metadata",
+            neutral(&body.metadata, |v| {
+                v.as_object().is_some_and(|o| o.is_empty())
+            }),
+            "completions are not stored, so they carry no metadata",
+        ),
+        (
+            "stream_options",
+            body.stream_options
+                .as_ref()
+                .is_none_or(|o| o.include_obfuscation != Some(true)),
+            "stream_options.include_obfuscation is not supported",
         ),
         (
             "presence_penalty",
@@ -255,12 +323,21 @@ fn prompt_tokens(
                     other => {
                         return Err(bad(
                             "messages",
-                            format!("role `{other}` is not supported (use system, developer, user or assistant)"),
+                            format!(
+                            "role `{}` is not supported (use system, developer, user or assistant)",
+                            crate::error::clip(other)
+                        ),
                         ))
                     }
                 };
                 if m.tool_calls.is_some() || m.tool_call_id.is_some() {
                     return Err(unsupported("messages", "tool calls are not supported"));
+                }
+                if m.refusal.is_some() {
+                    return Err(unsupported(
+                        "messages",
+                        "a message's `refusal` is not supported; send its text as `content`",
+                    ));
                 }
                 let content = match &m.content {
                     Some(c) => text_of(c, "messages")?,
@@ -374,6 +451,59 @@ fn sampling(body: &RequestBody) -> Result<SamplingParams, ApiError> {
     Ok(s)
 }
 
+/// The parameter to name when references are too large: the one the client used.
+fn reference_param(body: &RequestBody) -> &'static str {
+    match body.prediction {
+        Some(_) => "prediction",
+        None => "speculation",
+    }
+}
+
+fn content_bytes(c: &Content) -> usize {
+    match c {
+        Content::Text(t) => t.len(),
+        Content::Parts(parts) => parts
+            .iter()
+            .filter_map(|p| p.text.as_ref())
+            .map(String::len)
+            .sum(),
+    }
+}
+
+/// Refuses references larger than [`MAX_REFERENCES`] texts or [`MAX_REFERENCE_BYTES`]
+/// bytes before any of them is tokenized.
+fn reference_sizes(
+    prediction: Option<&crate::api::Prediction>,
+    spec: &crate::api::Speculation,
+) -> Result<(), ApiError> {
+    let refs = spec.references.as_deref().unwrap_or_default();
+    if refs.len() > MAX_REFERENCES {
+        return Err(bad(
+            "speculation",
+            format!(
+                "`speculation.references` may hold at most {MAX_REFERENCES} texts, got {}",
+                refs.len()
+            ),
+        ));
+    }
+    let predicted = prediction.map_or(0, |p| content_bytes(&p.content));
+    let bytes = predicted + refs.iter().map(String::len).sum::<usize>();
+    if bytes > MAX_REFERENCE_BYTES {
+        let param = if predicted > 0 {
+            "prediction"
+        } else {
+            "speculation"
+        };
+        return Err(bad(
+            param,
+            format!(
+                "`speculation.references` and `prediction` may hold at most {MAX_REFERENCE_BYTES} bytes together, got {bytes}"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 fn validate(
     fe: &Frontend,
     endpoint: Endpoint,
@@ -385,11 +515,13 @@ fn validate(
         .ok_or_else(|| bad("model", "`model` is required"))?;
     if model != fe.model_id {
         return Err(ApiError::UnknownModel {
-            requested: model.to_string(),
+            requested: crate::error::clip(model),
             served: fe.model_id.clone(),
         });
     }
     reject_unsupported(&body)?;
+    let spec = body.speculation.take().unwrap_or_default();
+    reference_sizes(body.prediction.as_ref(), &spec)?;
     if endpoint == Endpoint::Completion && body.max_completion_tokens.is_some() {
         return Err(bad(
             "max_completion_tokens",
@@ -428,6 +560,15 @@ fn validate(
             ))
         }
     };
+    if let Some(long) = stop.iter().find(|s| s.len() > MAX_STOP_BYTES) {
+        return Err(bad(
+            "stop",
+            format!(
+                "a stop sequence may hold at most {MAX_STOP_BYTES} bytes, got {}",
+                long.len()
+            ),
+        ));
+    }
     let stream = body.stream.unwrap_or(false);
     if body.stream_options.is_some() && !stream {
         return Err(bad(
@@ -452,14 +593,16 @@ fn validate(
         if p.kind != "content" {
             return Err(bad(
                 "prediction",
-                format!("prediction type must be `content`, got `{}`", p.kind),
+                format!(
+                    "prediction type must be `content`, got `{}`",
+                    crate::error::clip(&p.kind)
+                ),
             ));
         }
         let tokens = encode_ref(&text_of(&p.content, "prediction")?, "prediction")?;
         references.push(tokens.clone());
         prediction = Some(tokens);
     }
-    let spec = body.speculation.unwrap_or_default();
     let method = match spec.method.as_deref() {
         Some(m) => DraftMethod::parse(m).map_err(|e| bad("speculation", e))?,
         // A prediction asks for copying even where the server drafts nothing by default.
@@ -480,6 +623,15 @@ fn validate(
     };
     for r in spec.references.iter().flatten() {
         references.push(encode_ref(r, "speculation")?);
+    }
+    let tokens: usize = references.iter().map(Vec::len).sum();
+    if tokens > MAX_REFERENCE_TOKENS {
+        return Err(bad(
+            reference_param(&body),
+            format!(
+                "`speculation.references` and `prediction` may hold at most {MAX_REFERENCE_TOKENS} tokens together, got {tokens}"
+            ),
+        ));
     }
     let pool = spec
         .pool

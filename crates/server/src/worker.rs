@@ -3,7 +3,7 @@
 //! `max_concurrent` of them into one forward per step. This module only moves jobs in,
 //! events out, and keeps the metrics; handlers only wait on channels.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -17,6 +17,18 @@ use tokio::sync::mpsc;
 use crate::error::ApiError;
 use crate::metrics::Metrics;
 
+/// Most events waiting for a streaming client to read them. A client that falls this far
+/// behind (the socket's buffers are full, so the stream is no longer polled) is taken as
+/// gone: its generation is cancelled and its slot freed, rather than held until its
+/// `max_tokens` or the timeout while the text piles up in memory. One place stays free for
+/// the final event.
+pub const STREAM_BUFFER_EVENTS: usize = 256;
+
+/// A job's event channel.
+pub fn events() -> (mpsc::Sender<Event>, mpsc::Receiver<Event>) {
+    mpsc::channel(STREAM_BUFFER_EVENTS)
+}
+
 /// What a request's handler hears from the engine.
 #[derive(Debug)]
 pub enum Event {
@@ -29,15 +41,30 @@ pub struct Job {
     pub gen: GenerateRequest,
     /// Whether the client reads the text as it comes (SSE).
     pub stream: bool,
-    pub events: mpsc::UnboundedSender<Event>,
+    /// Bounded by [`STREAM_BUFFER_EVENTS`] (see there).
+    pub events: mpsc::Sender<Event>,
     pub arrived: Instant,
+    /// The job's place in the server (set by [`Queue::submit`]).
+    pub slot: Option<Slot>,
+}
+
+/// One request's place among those the server holds (waiting or running); freed when
+/// dropped, whichever way the request ends.
+#[derive(Debug)]
+pub struct Slot(Arc<AtomicUsize>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// What the scheduler keeps of a job while it runs.
 struct Running {
-    events: mpsc::UnboundedSender<Event>,
+    events: mpsc::Sender<Event>,
     arrived: Instant,
     shutdown: Arc<Shutdown>,
+    _slot: Option<Slot>,
 }
 
 impl specdec_engine::Job for Running {
@@ -72,19 +99,25 @@ pub struct WorkerConfig {
 pub struct Queue {
     /// `None` once closed: the engine thread ends when it has nothing left.
     tx: Arc<Mutex<Option<mpsc::Sender<Job>>>>,
+    /// Requests the server holds: queued, in the channel, or running.
+    held: Arc<AtomicUsize>,
     capacity: usize,
     metrics: Arc<Metrics>,
     shutdown: Arc<Shutdown>,
 }
 
 impl Queue {
-    /// A queue and its receiving end, for [`spawn`] (or a test that holds jobs back).
+    /// A queue for `capacity` requests in all, waiting or running (the server's
+    /// `--max-concurrent` plus `--max-queue`), and its receiving end, for [`spawn`] (or a
+    /// test that holds jobs back). A request holds its place until it ends, so exactly
+    /// `capacity` are admitted however fast the engine thread takes them in.
     pub fn new(capacity: usize, metrics: Arc<Metrics>) -> (Queue, mpsc::Receiver<Job>) {
         let capacity = capacity.max(1);
         let (tx, rx) = mpsc::channel(capacity);
         (
             Queue {
                 tx: Arc::new(Mutex::new(Some(tx))),
+                held: Arc::new(AtomicUsize::new(0)),
                 capacity,
                 metrics,
                 shutdown: Arc::default(),
@@ -93,17 +126,32 @@ impl Queue {
         )
     }
 
-    /// Enqueues without waiting: a full queue is the client's signal to back off.
-    pub fn submit(&self, job: Job) -> Result<(), ApiError> {
+    /// Requests held now (waiting or running).
+    pub fn held(&self) -> usize {
+        self.held.load(Ordering::Acquire)
+    }
+
+    /// Enqueues without waiting: a full server is the client's signal to back off.
+    pub fn submit(&self, mut job: Job) -> Result<(), ApiError> {
         let tx = self.tx.lock().unwrap_or_else(PoisonError::into_inner);
         let Some(tx) = tx.as_ref() else {
             return Err(ApiError::Unavailable);
         };
+        let taken = self
+            .held
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < self.capacity).then_some(n + 1)
+            });
+        if taken.is_err() {
+            return Err(ApiError::QueueFull(self.capacity));
+        }
+        job.slot = Some(Slot(self.held.clone()));
         match tx.try_send(job) {
             Ok(()) => {
                 self.metrics.queued(1);
                 Ok(())
             }
+            // Not reached while every place is counted; the job's slot is freed with it.
             Err(mpsc::error::TrySendError::Full(_)) => Err(ApiError::QueueFull(self.capacity)),
             Err(mpsc::error::TrySendError::Closed(_)) => Err(ApiError::Unavailable),
         }
@@ -226,7 +274,7 @@ fn run(
                     Err(ApiError::Internal(e.to_string()))
                 }
             };
-            let _ = f.job.events.send(Event::Done(result));
+            let _ = f.job.events.try_send(Event::Done(result));
         }
     }
 }
@@ -252,7 +300,10 @@ fn admit(
     let tx = job.events.clone();
     // Only a stream needs the text as it comes; a whole response takes it from the output.
     let sink: Sink<'static> = if job.stream {
-        Box::new(move |t: &str| tx.send(Event::Text(t.to_string())).is_ok())
+        Box::new(move |t: &str| {
+            // The last place is the final event's.
+            tx.capacity() > 1 && tx.try_send(Event::Text(t.to_string())).is_ok()
+        })
     } else {
         Box::new(move |_: &str| !tx.is_closed())
     };
@@ -260,13 +311,14 @@ fn admit(
         events: job.events,
         arrived: job.arrived,
         shutdown: shutdown.clone(),
+        _slot: job.slot,
     };
     let deadline = Some(job.arrived + config.timeout);
     match scheduler.admit(job.gen, sink, running, deadline) {
         Ok(()) => metrics.running(1),
         Err((r, e)) => {
             tracing::info!("refused a request: {e}");
-            let _ = r.events.send(Event::Done(Err(e.into())));
+            let _ = r.events.try_send(Event::Done(Err(e.into())));
         }
     }
 }

@@ -295,6 +295,193 @@ async fn the_api_key_is_required_when_set() {
 }
 
 #[tokio::test]
+async fn a_lowercase_bearer_scheme_is_accepted() {
+    let app = router(state_with(state().queue.clone(), Some("k")));
+    for (value, status) in [
+        ("bearer k", StatusCode::OK),
+        ("BEARER  k", StatusCode::OK),
+        ("Basic k", StatusCode::UNAUTHORIZED),
+        ("bearer kk", StatusCode::UNAUTHORIZED),
+    ] {
+        let mut req = get("/v1/models");
+        req.headers_mut()
+            .insert("authorization", value.parse().unwrap());
+        assert_eq!(send(app.clone(), req).await.0, status, "{value}");
+    }
+}
+
+#[tokio::test]
+async fn references_over_the_limit_are_refused_naming_the_field_and_the_limit() {
+    use specdec_server::validate::{MAX_REFERENCES, MAX_REFERENCE_BYTES, MAX_REFERENCE_TOKENS};
+    // Before: a 28 MB reference grew the trie drafter past memory and aborted the server.
+    let big = "lorem ipsum ".repeat(MAX_REFERENCE_BYTES / 12 + 1);
+    let (s, v) = send_json(
+        app(),
+        post(
+            "/v1/chat/completions",
+            &chat_body(json!({"speculation": {"references": [big]}})),
+        ),
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+    assert_eq!(v["error"]["param"], "speculation");
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(message.contains("speculation.references"), "{message}");
+    assert!(
+        message.contains(&MAX_REFERENCE_BYTES.to_string()),
+        "{message}"
+    );
+
+    let (s, v) = send_json(
+        app(),
+        post(
+            "/v1/chat/completions",
+            &chat_body(json!({"prediction": {"type": "content", "content": big}})),
+        ),
+    )
+    .await;
+    assert_eq!(
+        (s, v["error"]["param"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("prediction"))
+    );
+
+    let many = vec!["x"; MAX_REFERENCES + 1];
+    let (s, v) = send_json(
+        app(),
+        post(
+            "/v1/chat/completions",
+            &chat_body(json!({"speculation": {"references": many}})),
+        ),
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+
+    // Under the byte limit but over the token limit: one token a char or two.
+    let dense = " 7".repeat(MAX_REFERENCE_TOKENS + 1);
+    assert!(dense.len() <= MAX_REFERENCE_BYTES);
+    let (s, v) = send_json(
+        app(),
+        post(
+            "/v1/chat/completions",
+            &chat_body(json!({"speculation": {"references": [dense]}})),
+        ),
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains(&MAX_REFERENCE_TOKENS.to_string()),
+        "{message}"
+    );
+
+    // A large reference within the limits is served.
+    let fine = "The quick brown fox jumps over the lazy dog. ".repeat(4000);
+    let (s, v) = send_json(
+        app(),
+        post(
+            "/v1/chat/completions",
+            &chat_body(json!({"speculation": {"references": [fine]}})),
+        ),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+}
+
+#[tokio::test]
+async fn a_stop_string_over_the_limit_is_refused() {
+    use specdec_server::validate::MAX_STOP_BYTES;
+    // Before: 16 stop strings of 2 MB made decoding 18 times slower.
+    let long = "s".repeat(MAX_STOP_BYTES + 1);
+    let (s, v) = send_json(
+        app(),
+        post("/v1/chat/completions", &chat_body(json!({"stop": [long]}))),
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+    assert_eq!(v["error"]["param"], "stop");
+    let ok = "s".repeat(MAX_STOP_BYTES);
+    let (s, v) = send_json(
+        app(),
+        post("/v1/chat/completions", &chat_body(json!({"stop": [ok]}))),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+}
+
+#[tokio::test]
+async fn error_messages_do_not_echo_unbounded_input() {
+    // Before: an 8 MiB model name came back in an 8 MiB error.
+    let name = "m".repeat(1 << 20);
+    let cases = [
+        json!({"model": name, "messages": [{"role": "user", "content": "x"}]}),
+        json!({"model": "smol", "messages": [{"role": name, "content": "x"}]}),
+        json!({"model": "smol", "messages": [{"role": "user", "content": "x"}], name.clone(): 1}),
+        json!({"model": "smol", "messages": [{"role": "user", "content": "x"}],
+            "prediction": {"type": name, "content": "x"}}),
+    ];
+    for body in cases {
+        let (s, text) = send(app(), post("/v1/chat/completions", &body.to_string())).await;
+        assert!(s.is_client_error(), "{s}");
+        assert!(
+            text.len() < 4096,
+            "{} bytes: {}...",
+            text.len(),
+            &text[..200]
+        );
+    }
+    let (s, text) = send(app(), get(&format!("/{}", "p".repeat(30_000)))).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    assert!(text.len() < 4096, "{} bytes", text.len());
+}
+
+#[tokio::test]
+async fn fields_the_readme_refuses_are_refused_not_ignored() {
+    let refused = [
+        json!({"tool_choice": "auto"}),
+        json!({"parallel_tool_calls": true}),
+        json!({"function_call": "auto"}),
+        json!({"reasoning_effort": "high"}),
+        json!({"verbosity": "low"}),
+        json!({"web_search_options": {}}),
+        json!({"service_tier": "flex"}),
+        json!({"store": true}),
+        json!({"metadata": {"k": "v"}}),
+        json!({"stream": true, "stream_options": {"include_obfuscation": true}}),
+        json!({"messages": [{"role": "assistant", "content": "x", "refusal": "no"},
+            {"role": "user", "content": "y"}]}),
+    ];
+    for extra in refused {
+        let field = extra.as_object().unwrap().keys().next().unwrap().clone();
+        let (s, v) = send_json(
+            app(),
+            post("/v1/chat/completions", &chat_body(extra.clone())),
+        )
+        .await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{extra} -> {v}");
+        let param = v["error"]["param"].as_str().unwrap();
+        assert!(
+            param == field || (field == "stream" && param == "stream_options"),
+            "{extra} -> {v}"
+        );
+    }
+    let neutral = [
+        json!({"tool_choice": "none"}),
+        json!({"service_tier": "auto"}),
+        json!({"store": false}),
+        json!({"metadata": {}}),
+        json!({"user": "u-1", "safety_identifier": "s", "prompt_cache_key": "k"}),
+    ];
+    for extra in neutral {
+        let (s, v) = send_json(
+            app(),
+            post("/v1/chat/completions", &chat_body(extra.clone())),
+        )
+        .await;
+        assert_eq!(s, StatusCode::OK, "{extra} -> {v}");
+    }
+}
+
+#[tokio::test]
 async fn a_full_queue_answers_429_with_retry_after() {
     // A queue nobody serves: the first request fills it.
     let (queue, _held) = Queue::new(1, Arc::new(Metrics::new("smol")));
@@ -557,4 +744,40 @@ async fn a_user_message_cannot_close_its_turn_with_a_special_token() {
     let req = specdec_server::validate::parse(fe, Endpoint::Completion, c.to_string().as_bytes())
         .unwrap();
     assert_eq!(specials(&req.gen.prompt), [1, 2]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_answers_while_large_bodies_are_tokenized() {
+    // Before: two 30 MB bodies tokenized on the runtime's workers froze `/health` 13.5 s.
+    let text = "many words to tokenize, ".repeat((4 << 20) / 24);
+    let body =
+        json!({"model": "smol", "messages": [{"role": "user", "content": text}]}).to_string();
+    let tasks: Vec<_> = (0..2)
+        .map(|_| {
+            let body = body.clone();
+            tokio::spawn(async move {
+                let start = Instant::now();
+                let (s, _) = send(app(), post("/v1/chat/completions", &body)).await;
+                (s, start.elapsed())
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let start = Instant::now();
+    let (s, _) = send(app(), get("/health")).await;
+    let health = start.elapsed();
+    assert_eq!(s, StatusCode::OK);
+    for t in tasks {
+        let (s, took) = t.await.unwrap();
+        // Over the context: refused once tokenized.
+        assert_eq!(s, StatusCode::BAD_REQUEST);
+        assert!(
+            took > health * 2,
+            "parsing took {took:?}, /health {health:?}"
+        );
+    }
+    assert!(
+        health < Duration::from_millis(500),
+        "/health took {health:?}"
+    );
 }

@@ -310,3 +310,51 @@ fn replacing_the_shared_trie_mid_request_is_safe() {
     assert_eq!(t.count(&[10, 11]), 1);
     assert_eq!(t.count(&[9, 10]), 0);
 }
+
+/// Distinct-looking tokens: every window is new, the worst case for the trie.
+fn noise(n: usize, seed: u64) -> Vec<u32> {
+    let mut x = seed;
+    (0..n)
+        .map(|_| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 40) as u32 % 150_000
+        })
+        .collect()
+}
+
+#[test]
+fn a_huge_reference_does_not_grow_the_private_trie_without_bound() {
+    // Before: every window of a 28 MB reference went into the request's trie (0.5 GB a MB).
+    let shared = Arc::new(Mutex::new(Trie::default()));
+    let mut d = TrieDrafter::new(shared, TrieDrafterConfig::default());
+    let prompt = noise(1000, 1);
+    let reference = noise(400_000, 2);
+    d.begin(&prompt, &[reference]);
+    let n = d.prompt_trie().len();
+    assert!(n <= PRIVATE_TRIE_MAX_NODES + 13, "{n} nodes");
+    // The prompt went in first and whole: its windows still draft.
+    let ctx = &prompt[..500];
+    let tree = d.draft(ctx, 4);
+    check_tree(&tree, ctx, 4);
+    assert!(tree.len() > 1, "the prompt's continuation is drafted");
+}
+
+#[test]
+fn drafters_index_at_most_max_reference_tokens() {
+    let refs = vec![
+        noise(MAX_REFERENCE_TOKENS - 10, 3),
+        noise(100, 4),
+        noise(5, 5),
+    ];
+    let cut = bounded_references(&refs);
+    assert_eq!(cut.len(), 2);
+    assert_eq!(
+        cut.iter().map(|r| r.len()).sum::<usize>(),
+        MAX_REFERENCE_TOKENS
+    );
+    let mut s = SuffixDrafter::new(SuffixConfig::default());
+    s.begin(&[1, 2, 3], &refs);
+    assert!(s.automaton().text().len() <= MAX_REFERENCE_TOKENS + 3 + 4);
+}
