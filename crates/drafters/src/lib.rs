@@ -43,6 +43,7 @@ pub use specdec_tree::{Meta, Source, TokenTree};
 pub use suffix::{SuffixConfig, SuffixDrafter};
 pub use trie::{NodeId, Trie, TrieConfig};
 pub use trie_drafter::{CanStart, TrieDrafter, TrieDrafterConfig};
+pub use trie_io::{file_kind, FileStamp};
 
 /// One draft source. A drafter serves one request at a time, between `begin` and `end`.
 pub trait Drafter: Send {
