@@ -38,13 +38,19 @@ fn tiny(overrides: &[(&str, Value)]) -> GgufFile {
 fn rejected(key: &str, v: Value) {
     let f = tiny(&[(key, v.clone())]);
     let e = ModelConfig::from_gguf(&f).unwrap_err().to_string();
-    assert!(e.contains(key), "{key} = {v:?}: error does not name the key: {e}");
+    assert!(
+        e.contains(key),
+        "{key} = {v:?}: error does not name the key: {e}"
+    );
 }
 
 #[test]
 fn the_tiny_header_is_valid() {
     let c = ModelConfig::from_gguf(&tiny(&[])).unwrap();
-    assert_eq!((c.n_layers, c.hidden, c.head_dim, c.vocab), (2, 64, 16, 100));
+    assert_eq!(
+        (c.n_layers, c.hidden, c.head_dim, c.vocab),
+        (2, 64, 16, 100)
+    );
 }
 
 #[test]
@@ -88,10 +94,7 @@ fn nan_negative_zero_or_large_epsilon_is_rejected() {
     for v in [f32::NAN, f32::INFINITY, -1e-5, 0.0, 0.5] {
         rejected("llama.attention.layer_norm_rms_epsilon", Value::F32(v));
     }
-    let f = tiny(&[(
-        "llama.attention.layer_norm_rms_epsilon",
-        Value::F32(1e-6),
-    )]);
+    let f = tiny(&[("llama.attention.layer_norm_rms_epsilon", Value::F32(1e-6))]);
     ModelConfig::from_gguf(&f).unwrap();
 }
 
