@@ -42,10 +42,11 @@ impl DraftArgs {
     }
 
     /// The global trie from `--trie` (if the file exists, else empty) and the pools of
-    /// `--pools`; saved back to the same files.
-    pub fn pools(&self) -> anyhow::Result<Pools> {
+    /// `--pools`; saved back to the same files. Trie files are checked against a
+    /// vocabulary of `vocab` ids (the model's).
+    pub fn pools(&self, vocab: usize) -> anyhow::Result<Pools> {
         let path = self.trie.as_deref();
-        let trie = specdec_engine::load_trie(path)
+        let trie = specdec_engine::load_trie(path, vocab)
             .with_context(|| format!("loading trie {}", path.unwrap_or(Path::new("")).display()))?;
         Ok(Pools::new(trie, self.trie.clone(), self.pools.clone()))
     }

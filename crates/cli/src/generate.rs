@@ -121,8 +121,8 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
         },
         ..GenerateRequest::new(tokens, args.max_tokens)
     };
-    let mut engine =
-        Engine::new(&loaded.model, &loaded.tokenizer).with_pools(args.drafting.pools()?);
+    let mut engine = Engine::new(&loaded.model, &loaded.tokenizer)
+        .with_pools(args.drafting.pools(loaded.model.config().vocab)?);
     let stdout = std::io::stdout();
     let out = if args.json {
         engine.generate(&req, &mut |_| true)?

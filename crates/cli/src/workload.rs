@@ -188,7 +188,9 @@ pub fn run(opts: &Options) -> anyhow::Result<()> {
     let loaded = common::load(&opts.model)?;
     // One engine for every method: it keeps acceptance statistics per drafter, so no
     // method's statistics size another's drafts, and one measured cost curve.
-    let engine = Engine::new(&loaded.model, &loaded.tokenizer).with_pools(opts.drafting.pools()?);
+    let vocab = loaded.model.config().vocab;
+    let engine =
+        Engine::new(&loaded.model, &loaded.tokenizer).with_pools(opts.drafting.pools(vocab)?);
     let concurrency = opts.concurrency.max(1);
     let mut sched: Scheduler<'_, Slot> = Scheduler::new(engine, concurrency);
     if let Some(warm) = &opts.warm {

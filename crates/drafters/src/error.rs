@@ -27,4 +27,12 @@ pub enum DraftError {
     /// The checksum matches but the content breaks an invariant of the trie.
     #[error("malformed trie: {0}")]
     Malformed(String),
+    /// A token id of the trie is not in the model's vocabulary: the file was learned on
+    /// another model.
+    #[error("trie holds token id {token}, outside the model's vocabulary of {vocab}: it was built for another model")]
+    TokenOutOfVocabulary { token: u32, vocab: usize },
+    /// The path names a directory, FIFO, socket or device, not a regular file (reading a
+    /// FIFO would block forever).
+    #[error("{} is a {what}, not a regular file", path.display())]
+    NotAFile { path: PathBuf, what: &'static str },
 }

@@ -238,6 +238,64 @@ impl Trie {
         self.epoch = fresh_epoch();
     }
 
+    /// Takes in every path of `other`: a path both hold keeps the larger count, a path only
+    /// `other` holds is added. Used when a trie file changed on disk since this trie was read
+    /// from it (another process saved): the maximum keeps both sides' paths without counting
+    /// twice what both learned from the same file, so merging again changes nothing. Counts
+    /// never exceed their parent's (max is monotone); decays if past the node limit.
+    /// Existing node ids stay valid unless it decays (the epoch then moves on).
+    pub fn merge_max(&mut self, other: &Trie) {
+        let mut stack = vec![(Self::ROOT, Self::ROOT)];
+        while let Some((o, n)) = stack.pop() {
+            for &oc in &other.nodes[o as usize].children {
+                let token = other.nodes[oc as usize].token;
+                let count = other.nodes[oc as usize].count;
+                let id = match self.child(n, token) {
+                    Some(c) => c,
+                    None => {
+                        let c = self.nodes.len() as u32;
+                        self.nodes.push(TrieNode {
+                            token,
+                            count: 0,
+                            parent: n,
+                            slot: 0,
+                            children: Vec::new(),
+                        });
+                        self.nodes[n as usize].children.push(c);
+                        self.edges.insert(edge(n, token), c);
+                        c
+                    }
+                };
+                let node = &mut self.nodes[id as usize];
+                node.count = node.count.max(count);
+                stack.push((oc, id));
+            }
+        }
+        self.resort_children();
+        self.maybe_decay();
+    }
+
+    /// Restores the sorted-siblings invariant and the slots everywhere.
+    fn resort_children(&mut self) {
+        for n in 0..self.nodes.len() {
+            let mut kids = std::mem::take(&mut self.nodes[n].children);
+            kids.sort_by(|&a, &b| {
+                self.nodes[b as usize]
+                    .count
+                    .cmp(&self.nodes[a as usize].count)
+            });
+            for (s, &k) in kids.iter().enumerate() {
+                self.nodes[k as usize].slot = s as u32;
+            }
+            self.nodes[n].children = kids;
+        }
+    }
+
+    /// The largest token id on any node, `None` when empty.
+    pub fn max_token(&self) -> Option<u32> {
+        self.nodes[1..].iter().map(|n| n.token).max()
+    }
+
     /// Every node as (path from the root, count), sorted by path: for inspection and tests.
     pub fn entries(&self) -> Vec<(Vec<u32>, u32)> {
         let mut out = Vec::with_capacity(self.len());
@@ -291,14 +349,7 @@ impl Trie {
             t.nodes[parent as usize].children.push(id);
         }
         // The file's sibling order is not trusted: restore the sorted invariant.
-        for n in 0..t.nodes.len() {
-            let mut kids = std::mem::take(&mut t.nodes[n].children);
-            kids.sort_by(|&a, &b| t.nodes[b as usize].count.cmp(&t.nodes[a as usize].count));
-            for (s, &k) in kids.iter().enumerate() {
-                t.nodes[k as usize].slot = s as u32;
-            }
-            t.nodes[n].children = kids;
-        }
+        t.resort_children();
         Ok(t)
     }
 }

@@ -18,7 +18,7 @@
 use std::fs::{self, File};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::SystemTime;
 
 use crate::error::DraftError;
 use crate::hash::fnv1a64;
@@ -124,27 +124,63 @@ impl Trie {
         Trie::from_parts(TrieConfig::default(), &parts).map_err(DraftError::Malformed)
     }
 
+    /// Checks every token id against a vocabulary of `vocab` ids, so a trie learned on
+    /// another model is refused when loaded rather than failing every request drafting
+    /// from it.
+    pub fn check_vocab(&self, vocab: usize) -> Result<(), DraftError> {
+        match self.max_token() {
+            Some(token) if token as usize >= vocab => {
+                Err(DraftError::TokenOutOfVocabulary { token, vocab })
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// Writes the trie atomically: a temporary file in the same directory, fsync, rename
     /// over `path`, fsync of the directory. A crash leaves the old file or the new one.
+    /// Savers of one file take an exclusive lock on its `.lock` sibling, so they
+    /// serialize, and share one temporary name (`.NAME.tmp`), so a save interrupted by a
+    /// kill leaves at most that one file, which the next save overwrites.
     pub fn save(&self, path: impl AsRef<Path>) -> Result<(), DraftError> {
-        static SEQ: AtomicU64 = AtomicU64::new(0);
         let path = path.as_ref();
-        let io = |p: &Path| {
-            let p: PathBuf = p.into();
-            move |source| DraftError::Io { path: p, source }
-        };
-        let mut name = path.file_name().unwrap_or_default().to_os_string();
-        name.push(format!(
-            ".tmp-{}-{}",
-            std::process::id(),
-            SEQ.fetch_add(1, Ordering::Relaxed)
-        ));
-        let tmp = path.with_file_name(name);
+        let _lock = FileLock::exclusive(path)?;
+        self.write_locked(path)
+    }
+
+    /// Saves to a file other processes may save to as well. `last` is the stamp of the
+    /// file as this trie last read or wrote it (`None`: never). Under the file's lock, if
+    /// the file on disk is not that one (another process saved since), its paths are
+    /// merged into this trie first ([`Trie::merge_max`]), so neither side's learning is
+    /// lost; a file on disk that does not load is replaced. Returns the stamp of the file
+    /// written, to pass to the next save.
+    pub fn save_shared(
+        &mut self,
+        path: impl AsRef<Path>,
+        last: Option<FileStamp>,
+    ) -> Result<FileStamp, DraftError> {
+        let path = path.as_ref();
+        let _lock = FileLock::exclusive(path)?;
+        let now = FileStamp::of(path);
+        if now.is_some() && now != last {
+            if let Ok(disk) = Trie::load(path) {
+                self.merge_max(&disk);
+            }
+        }
+        self.write_locked(path)?;
+        FileStamp::of(path).ok_or_else(|| DraftError::Io {
+            path: path.into(),
+            source: std::io::Error::other("saved file vanished"),
+        })
+    }
+
+    /// Temp, fsync, rename, directory fsync; the caller holds the lock.
+    fn write_locked(&self, path: &Path) -> Result<(), DraftError> {
+        let tmp = sibling(path, ".", ".tmp");
         let result = (|| {
-            let mut f = File::create(&tmp).map_err(io(&tmp))?;
-            f.write_all(&self.to_bytes()).map_err(io(&tmp))?;
-            f.sync_all().map_err(io(&tmp))?;
-            fs::rename(&tmp, path).map_err(io(path))
+            let mut f = File::create(&tmp).map_err(io_err(&tmp))?;
+            f.write_all(&self.to_bytes()).map_err(io_err(&tmp))?;
+            f.sync_all().map_err(io_err(&tmp))?;
+            fs::rename(&tmp, path).map_err(io_err(path))
         })();
         if result.is_err() {
             let _ = fs::remove_file(&tmp);
@@ -158,13 +194,22 @@ impl Trie {
         Ok(())
     }
 
-    /// Reads a trie written by [`Trie::save`], with the default [`TrieConfig`].
+    /// Reads a trie written by [`Trie::save`], with the default [`TrieConfig`]. Anything
+    /// but a regular file (a directory, a FIFO that would block forever, a device) is
+    /// refused before it is opened.
     pub fn load(path: impl AsRef<Path>) -> Result<Trie, DraftError> {
         let path = path.as_ref();
         let io = |source| DraftError::Io {
             path: path.into(),
             source,
         };
+        let meta = fs::metadata(path).map_err(io)?;
+        if !meta.file_type().is_file() {
+            return Err(DraftError::NotAFile {
+                path: path.into(),
+                what: file_kind(&meta.file_type()),
+            });
+        }
         // Look at the magic before reading a possibly large foreign file whole.
         let mut f = File::open(path).map_err(io)?;
         let mut head = Vec::with_capacity(MAGIC.len());
@@ -177,5 +222,101 @@ impl Trie {
         }
         f.read_to_end(&mut head).map_err(io)?;
         Trie::from_bytes(&head)
+    }
+
+    /// [`Trie::load`] then [`Trie::check_vocab`].
+    pub fn load_for_vocab(path: impl AsRef<Path>, vocab: usize) -> Result<Trie, DraftError> {
+        let t = Trie::load(path)?;
+        t.check_vocab(vocab)?;
+        Ok(t)
+    }
+}
+
+/// Which version of a file is on disk: device, inode, length and modification time. A save
+/// renames a new file into place, so every save gives a new stamp.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileStamp {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    mtime: Option<SystemTime>,
+}
+
+impl FileStamp {
+    /// The stamp of the file at `path`, `None` if there is none.
+    pub fn of(path: impl AsRef<Path>) -> Option<FileStamp> {
+        use std::os::unix::fs::MetadataExt;
+        let m = fs::metadata(path).ok()?;
+        Some(FileStamp {
+            dev: m.dev(),
+            ino: m.ino(),
+            len: m.len(),
+            mtime: m.modified().ok(),
+        })
+    }
+}
+
+/// What a non-regular file is, for messages.
+pub fn file_kind(t: &fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_dir() {
+        "directory"
+    } else if t.is_fifo() {
+        "FIFO"
+    } else if t.is_socket() {
+        "socket"
+    } else if t.is_block_device() || t.is_char_device() {
+        "device"
+    } else if t.is_symlink() {
+        "symbolic link"
+    } else if t.is_file() {
+        "regular file"
+    } else {
+        "special file"
+    }
+}
+
+fn io_err(p: &Path) -> impl FnOnce(std::io::Error) -> DraftError {
+    let p: PathBuf = p.into();
+    move |source| DraftError::Io { path: p, source }
+}
+
+/// `path` with its file name `NAME` turned into `{before}NAME{after}`.
+fn sibling(path: &Path, before: &str, after: &str) -> PathBuf {
+    let mut name = std::ffi::OsString::from(before);
+    name.push(path.file_name().unwrap_or_default());
+    name.push(after);
+    path.with_file_name(name)
+}
+
+/// An exclusive `flock` on `NAME.lock` beside a trie file, held until dropped. The lock
+/// file is left in place: removing it would let two savers lock different files.
+struct FileLock {
+    _file: File,
+}
+
+impl FileLock {
+    fn exclusive(path: &Path) -> Result<FileLock, DraftError> {
+        use std::os::fd::AsRawFd;
+        let lock = sibling(path, "", ".lock");
+        let f = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock)
+            .map_err(io_err(&lock))?;
+        loop {
+            // SAFETY: flock on a descriptor this function owns; no memory is involved.
+            if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } == 0 {
+                return Ok(FileLock { _file: f });
+            }
+            let e = std::io::Error::last_os_error();
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                return Err(DraftError::Io {
+                    path: lock,
+                    source: e,
+                });
+            }
+        }
     }
 }

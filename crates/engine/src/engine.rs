@@ -28,13 +28,15 @@ pub struct Engine<'m> {
 impl<'m> Engine<'m> {
     /// An engine with an empty in-memory global trie and no prefix cache.
     pub fn new(target: &'m dyn Target, tokenizer: &'m Tokenizer) -> Self {
+        let mut pools = Pools::in_memory();
+        pools.set_vocab(target.config().vocab);
         Engine {
             target,
             tokenizer,
             cost: CostModel::default(),
             prefix_cache: None,
             acceptance: AcceptanceMemories::default(),
-            pools: Pools::in_memory(),
+            pools,
         }
     }
 
@@ -45,8 +47,10 @@ impl<'m> Engine<'m> {
         self
     }
 
-    /// Drafts from (and feeds) these pools.
-    pub fn with_pools(mut self, pools: Pools) -> Self {
+    /// Drafts from (and feeds) these pools; pools loaded later are checked against the
+    /// target's vocabulary.
+    pub fn with_pools(mut self, mut pools: Pools) -> Self {
+        pools.set_vocab(self.target.config().vocab);
         self.pools = pools;
         self
     }

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use specdec_drafters::{DraftError, Trie, TrieConfig};
+use specdec_drafters::{DraftError, FileStamp, Trie, TrieConfig};
 
 use crate::EngineError;
 
@@ -38,10 +38,17 @@ impl std::fmt::Display for PoolName {
 }
 
 /// The trie saved at `path` if that file exists, else an empty one (a process's first run).
-pub fn load_trie(path: Option<&Path>) -> Result<Arc<Mutex<Trie>>, DraftError> {
+/// A file with a token id outside a vocabulary of `vocab` ids (a trie learned on another
+/// model) or that is not a regular file is an error.
+pub fn load_trie(path: Option<&Path>, vocab: usize) -> Result<Arc<Mutex<Trie>>, DraftError> {
+    Ok(Arc::new(Mutex::new(read_trie(path, vocab)?)))
+}
+
+fn read_trie(path: Option<&Path>, vocab: usize) -> Result<Trie, DraftError> {
     match path {
-        Some(p) if p.exists() => Ok(Arc::new(Mutex::new(Trie::load(p)?))),
-        _ => Ok(new_trie()),
+        // Anything that exists but is not a regular file is refused by `Trie::load`.
+        Some(p) if p.exists() => Trie::load_for_vocab(p, vocab),
+        _ => Ok(Trie::new(TrieConfig::default())),
     }
 }
 
@@ -64,15 +71,34 @@ struct Store {
     file: Option<PathBuf>,
     /// It learned from a request since it was loaded or saved.
     dirty: bool,
+    /// The file as this state last read or wrote it: a different one on disk at the next
+    /// save means another process saved there, and its paths are merged in first.
+    stamp: Option<FileStamp>,
 }
 
 impl Store {
+    fn new(trie: Arc<Mutex<Trie>>, file: Option<PathBuf>, dirty: bool) -> Self {
+        // Read before anything learns, so the stamp is the file the trie came from.
+        let stamp = file.as_deref().and_then(FileStamp::of);
+        Store {
+            trie,
+            file,
+            dirty,
+            stamp,
+        }
+    }
+
     fn save(&mut self) -> Option<(PathBuf, Result<(), DraftError>)> {
         let file = self.file.as_ref().filter(|_| self.dirty)?;
-        let result = save_trie(&self.trie, file);
-        if result.is_ok() {
+        let result = self
+            .trie
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .save_shared(file, self.stamp);
+        let result = result.map(|stamp| {
+            self.stamp = Some(stamp);
             self.dirty = false;
-        }
+        });
         Some((file.clone(), result))
     }
 }
@@ -83,6 +109,8 @@ pub struct Pools {
     /// Where pool `name` is kept, as `name.trie` (none: pools live in memory only).
     dir: Option<PathBuf>,
     named: HashMap<PoolName, Store>,
+    /// The model's vocabulary size: pool files are checked against it when loaded.
+    vocab: Option<usize>,
 }
 
 /// One save attempt: the file and its outcome.
@@ -96,14 +124,17 @@ impl Pools {
         dir: Option<PathBuf>,
     ) -> Self {
         Pools {
-            global: Store {
-                trie: global,
-                file: global_file,
-                dirty: false,
-            },
+            global: Store::new(global, global_file, false),
             dir,
             named: HashMap::new(),
+            vocab: None,
         }
+    }
+
+    /// Checks pools loaded from now on against a vocabulary of `vocab` ids (the engine sets
+    /// its target's).
+    pub fn set_vocab(&mut self, vocab: usize) {
+        self.vocab = Some(vocab);
     }
 
     /// Pools kept in memory only, with an empty global trie.
@@ -125,19 +156,25 @@ impl Pools {
             return Ok(s.trie.clone());
         }
         let file = self.dir.as_ref().map(|d| d.join(format!("{name}.trie")));
-        let trie = load_trie(file.as_deref()).map_err(|source| EngineError::Pool {
-            pool: name.to_string(),
-            source,
-        })?;
-        if file.as_ref().is_some_and(|f| f.exists()) {
+        let stamp = file.as_deref().and_then(FileStamp::of);
+        let trie =
+            read_trie(file.as_deref(), self.vocab.unwrap_or(usize::MAX)).map_err(|source| {
+                EngineError::Pool {
+                    pool: name.to_string(),
+                    source,
+                }
+            })?;
+        if stamp.is_some() {
             tracing::info!("loaded drafting pool `{name}`");
         }
+        let trie = Arc::new(Mutex::new(trie));
         self.named.insert(
             name.clone(),
             Store {
                 trie: trie.clone(),
                 file,
                 dirty: false,
+                stamp,
             },
         );
         Ok(trie)
@@ -146,14 +183,8 @@ impl Pools {
     /// Puts `trie` in place as pool `name` (replacing what it held), unsaved.
     pub fn insert(&mut self, name: PoolName, trie: Trie) {
         let file = self.dir.as_ref().map(|d| d.join(format!("{name}.trie")));
-        self.named.insert(
-            name,
-            Store {
-                trie: Arc::new(Mutex::new(trie)),
-                file,
-                dirty: true,
-            },
-        );
+        self.named
+            .insert(name, Store::new(Arc::new(Mutex::new(trie)), file, true));
     }
 
     /// Records that a request fed `pool` (the global trie for `None`).
@@ -224,6 +255,56 @@ mod tests {
             *t.lock().unwrap(),
             "pools are separate"
         );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn pool_file_with_out_of_vocabulary_token_ids_is_refused_when_loaded() {
+        let dir = std::env::temp_dir().join(format!("specdec-pools-oov-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut t = Trie::default();
+        t.insert(&[1, 2, 60_000]);
+        t.save(dir.join("g.trie")).unwrap();
+        let mut pools = Pools::new(new_trie(), None, Some(dir.clone()));
+        pools.set_vocab(49_152);
+        let e = pools
+            .trie(Some(&PoolName::parse("g").unwrap()))
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("60000"), "{e}");
+        // The global trie, as `--trie` loads it.
+        let e = load_trie(Some(&dir.join("g.trie")), 49_152).unwrap_err();
+        assert!(
+            matches!(e, DraftError::TokenOutOfVocabulary { token: 60_000, .. }),
+            "{e}"
+        );
+        assert!(load_trie(Some(&dir.join("g.trie")), 60_001).is_ok());
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn two_servers_sharing_one_trie_file_keep_both_learnings() {
+        let dir = std::env::temp_dir().join(format!("specdec-pools-two-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("global.trie");
+        let open = || {
+            let trie = load_trie(Some(&file), 1000).unwrap();
+            Pools::new(trie, Some(file.clone()), None)
+        };
+        let (mut a, mut b) = (open(), open());
+        for i in 0..100u32 {
+            a.global().lock().unwrap().insert(&[i, i + 1]);
+            b.global().lock().unwrap().insert(&[i + 500, i + 1]);
+            a.mark_dirty(None);
+            b.mark_dirty(None);
+            assert!(a.save_dirty()[0].1.is_ok());
+            assert!(b.save_dirty()[0].1.is_ok());
+        }
+        let disk = Trie::load(&file).unwrap();
+        for i in 0..100u32 {
+            assert!(disk.count(&[i, i + 1]) >= 1, "a's path {i} lost");
+            assert!(disk.count(&[i + 500, i + 1]) >= 1, "b's path {i} lost");
+        }
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

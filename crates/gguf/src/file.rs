@@ -176,6 +176,24 @@ impl GgufFile {
                 size: size as usize,
             });
         }
+        // Two tensors sharing bytes are a corrupt file (a wrong declared type or offset);
+        // zero-sized tensors own no bytes and cannot overlap anything.
+        let mut ranges: Vec<&TensorInfo> = tensors.iter().filter(|t| t.size > 0).collect();
+        ranges.sort_by_key(|t| t.offset);
+        if let Some(w) = ranges
+            .windows(2)
+            .find(|w| w[0].offset + w[0].size > w[1].offset)
+        {
+            return Err(corrupt(format!(
+                "tensor `{}` (bytes {}..{}) overlaps tensor `{}` (bytes {}..{})",
+                w[0].name,
+                w[0].offset,
+                w[0].offset + w[0].size,
+                w[1].name,
+                w[1].offset,
+                w[1].offset + w[1].size
+            )));
+        }
         Ok(GgufFile {
             version,
             metadata,

@@ -233,3 +233,38 @@ fn invalid_utf8_strings_are_kept_lossily() {
     let f = GgufFile::from_bytes(bytes).unwrap();
     assert_eq!(f.get_str("k").unwrap(), "a\u{fffd}");
 }
+
+#[test]
+fn tensors_whose_offset_makes_them_overlap_are_rejected() {
+    // `b` is declared at the data of `a`: both would read the same bytes.
+    let mut b = Builder::default().f32_tensor("a", &[8], &[1.0; 8]);
+    b.tensors.push(Tensor {
+        name: "b".into(),
+        dims: vec![4],
+        type_id: 0,
+        offset: Some(16),
+        data: vec![],
+    });
+    let e = GgufFile::from_bytes(b.build()).unwrap_err();
+    assert!(
+        e.to_string().contains("`a`") && e.to_string().contains("`b`"),
+        "{e}"
+    );
+}
+
+#[test]
+fn tensors_whose_declared_type_makes_them_overlap_are_rejected() {
+    // `a` holds 16 f16 values (32 bytes) but is declared f32, so it claims 64 bytes and runs
+    // into `b`, laid out right after its real data.
+    let b = Builder::default()
+        .tensor("a", &[16], 0, vec![0; 32])
+        .f32_tensor("b", &[8], &[2.0; 8]);
+    let bytes = b.build();
+    let e = GgufFile::from_bytes(bytes).unwrap_err();
+    assert!(e.to_string().contains("overlaps"), "{e}");
+    // Declared as what it holds, the same layout is fine.
+    let ok = Builder::default()
+        .tensor("a", &[16], 1, vec![0; 32])
+        .f32_tensor("b", &[8], &[2.0; 8]);
+    GgufFile::from_bytes(ok.build()).unwrap();
+}

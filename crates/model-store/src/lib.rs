@@ -69,6 +69,8 @@ pub enum ModelStoreError {
     },
     #[error("model file {0} does not exist")]
     NotFound(PathBuf),
+    #[error("model path {} is a {what}, not a regular file", path.display())]
+    NotAFile { path: PathBuf, what: &'static str },
 }
 
 pub type Result<T> = std::result::Result<T, ModelStoreError>;
@@ -129,9 +131,40 @@ pub fn resolve(explicit: Option<&Path>, quiet: bool) -> Result<PathBuf> {
         .map(Path::to_path_buf)
         .or_else(|| std::env::var_os("SPECDEC_MODEL").map(PathBuf::from));
     match chosen {
-        Some(p) if p.is_file() => Ok(p),
-        Some(p) => Err(ModelStoreError::NotFound(p)),
+        Some(p) => check_regular(p),
         None => ensure(&DEFAULT_MODEL, quiet),
+    }
+}
+
+/// `p` if it is a regular file (or a link to one); a missing path is [`NotFound`], a
+/// directory, FIFO, socket or device says what it is, and an unreadable one is an i/o
+/// error (permissions), not "does not exist".
+///
+/// [`NotFound`]: ModelStoreError::NotFound
+fn check_regular(p: PathBuf) -> Result<PathBuf> {
+    match std::fs::metadata(&p) {
+        Ok(m) if m.is_file() => Ok(p),
+        Ok(m) => Err(ModelStoreError::NotAFile {
+            what: file_kind(&m.file_type()),
+            path: p,
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(ModelStoreError::NotFound(p)),
+        Err(e) => Err(io("cannot inspect model file", &p)(e)),
+    }
+}
+
+fn file_kind(t: &std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_dir() {
+        "directory"
+    } else if t.is_fifo() {
+        "FIFO"
+    } else if t.is_socket() {
+        "socket"
+    } else if t.is_block_device() || t.is_char_device() {
+        "device"
+    } else {
+        "special file"
     }
 }
 
@@ -291,6 +324,34 @@ mod tests {
     fn explicit_missing_path_is_not_found() {
         let err = resolve(Some(Path::new("/nonexistent/model.gguf")), true).unwrap_err();
         assert!(matches!(err, ModelStoreError::NotFound(_)), "{err}");
+    }
+
+    #[test]
+    fn directory_fifo_or_device_as_model_says_what_it_is_not_does_not_exist() {
+        let dir = std::env::temp_dir().join(format!("specdec-store-kinds-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("model.gguf");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        for (p, what) in [
+            (dir.as_path(), "directory"),
+            (fifo.as_path(), "FIFO"),
+            (Path::new("/dev/null"), "device"),
+        ] {
+            let err = resolve(Some(p), true).unwrap_err();
+            assert!(
+                matches!(&err, ModelStoreError::NotAFile { what: w, .. } if *w == what),
+                "{}: {err}",
+                p.display()
+            );
+            let msg = err.to_string();
+            assert!(
+                msg.contains(what) && !msg.contains("does not exist"),
+                "{msg}"
+            );
+        }
+        std::fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]

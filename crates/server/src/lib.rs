@@ -133,10 +133,13 @@ impl Server {
             config.default_method,
             config.default_max_draft,
         );
-        let trie = load_trie(config.trie.as_deref()).map_err(|source| EngineError::Trie {
-            path: config.trie.clone().unwrap_or_default(),
-            source,
-        })?;
+        let trie =
+            load_trie(config.trie.as_deref(), loaded.meta.config.vocab).map_err(|source| {
+                EngineError::Trie {
+                    path: config.trie.clone().unwrap_or_default(),
+                    source,
+                }
+            })?;
         let pools = Pools::new(trie, config.trie.clone(), config.pools.clone());
         let model = Arc::new(loaded.model);
         let metrics = Arc::new(metrics::Metrics::new(&frontend.model_id));

@@ -5,4 +5,5 @@ mod mix;
 mod reference;
 mod suffix;
 mod trie;
+mod trie_files;
 mod wellformed;
