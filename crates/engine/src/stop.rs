@@ -10,6 +10,9 @@
 pub struct StopMatcher {
     stops: Vec<Stop>,
     held: String,
+    /// Where in `held` the earliest-starting complete match begins, while a stop that
+    /// started before it may still complete (then that one wins).
+    hit: Option<usize>,
 }
 
 #[derive(Clone, Debug)]
@@ -52,8 +55,13 @@ impl Stop {
         if self.text[k] == b {
             k += 1;
         }
+        if k == self.text.len() {
+            // Go on matching: an overlapping later occurrence is still tracked.
+            self.state = self.fail[k - 1];
+            return true;
+        }
         self.state = k;
-        k == self.text.len()
+        false
     }
 }
 
@@ -75,47 +83,61 @@ impl StopMatcher {
                 .map(Stop::new)
                 .collect(),
             held: String::new(),
+            hit: None,
         }
     }
 
     pub fn push(&mut self, text: &str) -> StopEvent {
         let base = self.held.len();
         self.held.push_str(text);
-        // The earliest start of any stop: for one stop, its first match to end is also
-        // its first to start.
-        let mut hit: Option<usize> = None;
-        for stop in &mut self.stops {
-            for (i, &b) in text.as_bytes().iter().enumerate() {
+        for (i, &b) in text.as_bytes().iter().enumerate() {
+            let len = base + i + 1;
+            for stop in &mut self.stops {
                 if stop.step(b) {
-                    let at = base + i + 1 - stop.text.len();
-                    hit = Some(hit.map_or(at, |h| h.min(at)));
-                    break;
+                    let at = len - stop.text.len();
+                    self.hit = Some(self.hit.map_or(at, |h| h.min(at)));
+                }
+            }
+            // A match is final once no stop's partial match starts before it.
+            if let Some(h) = self.hit {
+                let earlier = self.stops.iter().any(|s| s.state > 0 && len - s.state < h);
+                if !earlier {
+                    let out = self.held[..h].to_string();
+                    self.reset();
+                    return StopEvent::Stopped(out);
                 }
             }
         }
-        if let Some(at) = hit {
-            let out = self.held[..at].to_string();
-            self.held.clear();
-            for stop in &mut self.stops {
-                stop.state = 0;
-            }
-            return StopEvent::Stopped(out);
-        }
         // Each state is a proper prefix of its stop that ends the text; such a suffix of
-        // valid UTF-8 starts on a char boundary.
+        // valid UTF-8 starts on a char boundary, as does a match.
         let keep = self.stops.iter().map(|s| s.state).max().unwrap_or(0);
-        let cut = self.held.len() - keep;
+        let mut cut = self.held.len() - keep;
+        if let Some(h) = self.hit {
+            cut = cut.min(h);
+        }
         let out = self.held[..cut].to_string();
         self.held.drain(..cut);
+        self.hit = self.hit.map(|h| h - cut);
         StopEvent::Text(out)
+    }
+
+    fn reset(&mut self) {
+        self.held.clear();
+        self.hit = None;
+        for stop in &mut self.stops {
+            stop.state = 0;
+        }
     }
 
     /// Releases whatever is held (generation ended for another reason).
     pub fn finish(&mut self) -> String {
-        for stop in &mut self.stops {
-            stop.state = 0;
-        }
-        std::mem::take(&mut self.held)
+        // A complete match still waiting on an earlier partial one is the stop after all.
+        let out = match self.hit {
+            Some(h) => self.held[..h].to_string(),
+            None => std::mem::take(&mut self.held),
+        };
+        self.reset();
+        out
     }
 }
 

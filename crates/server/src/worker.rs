@@ -294,7 +294,7 @@ fn admit(
     }
     if shutdown.cancelling() {
         metrics.finished("cancelled", 0, &SpecStats::default(), job.arrived.elapsed());
-        let _ = job.events.send(Event::Done(Err(ApiError::Unavailable)));
+        let _ = job.events.try_send(Event::Done(Err(ApiError::Unavailable)));
         return;
     }
     let tx = job.events.clone();
