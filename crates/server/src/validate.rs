@@ -38,6 +38,10 @@ pub enum Endpoint {
 pub struct Frontend {
     pub model_id: String,
     pub context_length: usize,
+    /// Prompt text longer than this cannot fit the context (`context_length` tokens of
+    /// the longest piece): refused before it is tokenized, which would cost memory and
+    /// time in proportion to it.
+    pub max_prompt_bytes: usize,
     pub tokenizer: Arc<Tokenizer>,
     pub template: Arc<ChatTemplate>,
     pub default_method: DraftMethod,
@@ -55,6 +59,10 @@ impl Frontend {
         Frontend {
             model_id,
             context_length: meta.config.context_length,
+            max_prompt_bytes: meta
+                .config
+                .context_length
+                .saturating_mul(meta.tokenizer.max_token_bytes()),
             tokenizer: meta.tokenizer.clone(),
             template: meta.template.clone(),
             default_method,
@@ -288,6 +296,21 @@ fn reject_unsupported(body: &RequestBody) -> Result<(), ApiError> {
 }
 
 /// The prompt's tokens; a token-id prompt is moved out of `body` (it can be large).
+/// Refuses, before tokenizing, prompt text that cannot fit the context whatever its
+/// tokens (30 MB bodies tokenized on every core stalled the server and took gigabytes).
+fn too_long_to_tokenize(fe: &Frontend, bytes: usize) -> Result<(), ApiError> {
+    if bytes <= fe.max_prompt_bytes {
+        return Ok(());
+    }
+    let per_token = (fe.max_prompt_bytes / fe.context_length.max(1)).max(1);
+    Err(specdec_engine::EngineError::ContextOverflow {
+        prompt: bytes.div_ceil(per_token),
+        max_tokens: 1,
+        limit: fe.context_length,
+    }
+    .into())
+}
+
 fn prompt_tokens(
     fe: &Frontend,
     endpoint: Endpoint,
@@ -350,6 +373,8 @@ fn prompt_tokens(
                 };
                 chat.push(ChatMessage::new(role, content));
             }
+            let bytes: usize = chat.iter().map(|m| m.content.len()).sum();
+            too_long_to_tokenize(fe, bytes)?;
             // Contents are text: special-token strings in them do not become control tokens.
             tok.encode_chat(&fe.template, &chat, true).map_err(|e| {
                 bad(
@@ -371,8 +396,14 @@ fn prompt_tokens(
                 .take()
                 .ok_or_else(|| bad("prompt", "`prompt` is required"))?
             {
-                PromptInput::Text(t) => encode(&t, "prompt")?,
-                PromptInput::Texts(v) if v.len() == 1 => encode(&v[0], "prompt")?,
+                PromptInput::Text(t) => {
+                    too_long_to_tokenize(fe, t.len())?;
+                    encode(&t, "prompt")?
+                }
+                PromptInput::Texts(v) if v.len() == 1 => {
+                    too_long_to_tokenize(fe, v[0].len())?;
+                    encode(&v[0], "prompt")?
+                }
                 PromptInput::Tokens(ids) => ids,
                 PromptInput::TokenLists(mut v) if v.len() == 1 => v.swap_remove(0),
                 _ => return Err(one()),

@@ -141,3 +141,25 @@ fn a_pool_name_is_parsed_at_the_edge() {
         assert!(e.to_string().contains("speculation.pool"), "{bad}: {e}");
     }
 }
+
+/// Before: a 30 MB message was tokenized (seconds of every core, gigabytes of memory)
+/// only to be refused as longer than the context.
+#[test]
+fn a_prompt_too_long_for_the_context_is_refused_before_tokenizing() {
+    let fe = frontend();
+    let text = "x".repeat(fe.max_prompt_bytes + 1);
+    for (endpoint, body) in [
+        (
+            Endpoint::Chat,
+            json!({"model": "smol", "messages": [{"role": "user", "content": text}]}),
+        ),
+        (
+            Endpoint::Completion,
+            json!({"model": "smol", "prompt": text}),
+        ),
+    ] {
+        let e = parse(fe, endpoint, &serde_json::to_vec(&body).unwrap()).unwrap_err();
+        assert!(e.to_string().contains("exceed the model's context"), "{e}");
+        assert_eq!(e.status(), axum::http::StatusCode::BAD_REQUEST);
+    }
+}

@@ -350,6 +350,17 @@ impl Tokenizer {
     }
 
     /// The id of a token by its text as the vocabulary spells it (`<|im_end|>`, `Ġthe`, `▁the`).
+    /// The most bytes one token decodes to: a text longer than `n` times this cannot be
+    /// fewer than `n` tokens.
+    pub fn max_token_bytes(&self) -> usize {
+        self.pieces
+            .iter()
+            .map(|p| p.len())
+            .max()
+            .unwrap_or(1)
+            .max(1)
+    }
+
     pub fn id_of(&self, piece: &str) -> Option<u32> {
         self.parse.token_to_id(piece)
     }
