@@ -190,6 +190,18 @@ mod tests {
         assert_eq!(m.push("cd"), StopEvent::Stopped(String::new()));
     }
 
+    /// What a client receives when `pieces` are pushed in order and generation then ends.
+    fn stream(mut m: StopMatcher, pieces: &[String]) -> String {
+        let mut got = String::new();
+        for p in pieces {
+            match m.push(p) {
+                StopEvent::Text(t) => got.push_str(&t),
+                StopEvent::Stopped(t) => return got + &t,
+            }
+        }
+        got + &m.finish()
+    }
+
     proptest! {
         #[test]
         fn several_stops_stream_as_cutting_the_whole_text(
@@ -199,17 +211,7 @@ mod tests {
             let whole: String = pieces.concat();
             let first = stops.iter().filter_map(|s| whole.find(s.as_str())).min();
             let expect = first.map_or(whole.clone(), |i| whole[..i].to_string());
-            let mut m = StopMatcher::new(stops);
-            let mut got = String::new();
-            let mut stopped = false;
-            for p in &pieces {
-                match m.push(p) {
-                    StopEvent::Text(t) => got.push_str(&t),
-                    StopEvent::Stopped(t) => { got.push_str(&t); stopped = true; break; }
-                }
-            }
-            if !stopped { got.push_str(&m.finish()); }
-            prop_assert_eq!(got, expect);
+            prop_assert_eq!(stream(StopMatcher::new(stops), &pieces), expect);
         }
 
         #[test]
@@ -219,17 +221,7 @@ mod tests {
         ) {
             let whole: String = pieces.concat();
             let expect = match whole.find(&stop) { Some(i) => whole[..i].to_string(), None => whole.clone() };
-            let mut m = StopMatcher::new(vec![stop]);
-            let mut got = String::new();
-            let mut stopped = false;
-            for p in &pieces {
-                match m.push(p) {
-                    StopEvent::Text(t) => got.push_str(&t),
-                    StopEvent::Stopped(t) => { got.push_str(&t); stopped = true; break; }
-                }
-            }
-            if !stopped { got.push_str(&m.finish()); }
-            prop_assert_eq!(got, expect);
+            prop_assert_eq!(stream(StopMatcher::new(vec![stop]), &pieces), expect);
         }
     }
 }
