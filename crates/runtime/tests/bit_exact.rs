@@ -2,62 +2,12 @@
 //! bits whether it is evaluated alone, in a chain, inside a random tree, or next to another
 //! sequence.
 
-use std::sync::OnceLock;
-
 use rand::{Rng, SeedableRng};
-use specdec_runtime::{Executor, Model, Node, SeqInput, Sequence, Want};
+mod common;
+
+use common::{bits, model, prefill, prompt, sequential};
+use specdec_runtime::{Executor, Model, Node, SeqInput, Want};
 use specdec_tree::ancestor_chains;
-
-fn model() -> &'static Model {
-    static M: OnceLock<Model> = OnceLock::new();
-    M.get_or_init(|| {
-        let path = specdec_model_store::resolve(None, true).expect("default model");
-        Model::load_with(path, Executor::new(2)).expect("model loads")
-    })
-}
-
-fn bits(v: &[f32]) -> Vec<u32> {
-    v.iter().map(|x| x.to_bits()).collect()
-}
-
-fn prompt(rng: &mut impl Rng, n: usize) -> Vec<u32> {
-    (0..n).map(|_| rng.gen_range(100..40000)).collect()
-}
-
-fn prefill(m: &Model, tokens: &[u32]) -> Sequence {
-    let mut seq = m.new_sequence();
-    let nodes = Node::chain(tokens);
-    m.forward(&mut [SeqInput {
-        seq: &mut seq,
-        nodes: &nodes,
-        want: Want::None,
-    }])
-    .unwrap();
-    seq.commit_all().unwrap();
-    seq
-}
-
-/// Logits after each token of `tokens`, decoding one token per forward.
-fn sequential(m: &Model, seq: &mut Sequence, tokens: &[u32]) -> Vec<Vec<u32>> {
-    tokens
-        .iter()
-        .map(|&t| {
-            let nodes = [Node {
-                token: t,
-                parent: None,
-            }];
-            let out = m
-                .forward(&mut [SeqInput {
-                    seq: &mut *seq,
-                    nodes: &nodes,
-                    want: Want::Last,
-                }])
-                .unwrap();
-            seq.commit_all().unwrap();
-            bits(out[0].row(0))
-        })
-        .collect()
-}
 
 fn random_tree(rng: &mut impl Rng, n: usize) -> Vec<Node> {
     let mut nodes = vec![Node {

@@ -2,59 +2,20 @@
 //! on a fork, a branch or a prefix gives the bits a full copy gives, before and after the
 //! sequences diverge.
 
-use std::sync::OnceLock;
-
 use rand::{Rng, SeedableRng};
-use specdec_runtime::{Executor, Model, Node, SeqInput, Sequence, Want};
+mod common;
 
-fn model() -> &'static Model {
-    static M: OnceLock<Model> = OnceLock::new();
-    M.get_or_init(|| {
-        let path = specdec_model_store::resolve(None, true).expect("default model");
-        Model::load_with(path, Executor::new(2)).expect("model loads")
-    })
-}
-
-fn bits(v: &[f32]) -> Vec<u32> {
-    v.iter().map(|x| x.to_bits()).collect()
-}
-
-fn prompt(rng: &mut impl Rng, n: usize) -> Vec<u32> {
-    (0..n).map(|_| rng.gen_range(100..40000)).collect()
-}
+use common::{bits, model, prompt};
+use specdec_runtime::{Node, SeqInput, Sequence, Want};
 
 /// A fresh sequence holding `tokens`, prefilled in one forward: a full, unshared copy.
 fn prefill(tokens: &[u32]) -> Sequence {
-    let m = model();
-    let mut seq = m.new_sequence();
-    let nodes = Node::chain(tokens);
-    m.forward(&mut [SeqInput {
-        seq: &mut seq,
-        nodes: &nodes,
-        want: Want::None,
-    }])
-    .unwrap();
-    seq.commit_all().unwrap();
-    seq
+    common::prefill(model(), tokens)
 }
 
 /// Logits after each token of `tokens`, decoding one token per forward.
 fn sequential(seq: &mut Sequence, tokens: &[u32]) -> Vec<Vec<u32>> {
-    tokens
-        .iter()
-        .map(|&t| {
-            let nodes = Node::chain(&[t]);
-            let out = model()
-                .forward(&mut [SeqInput {
-                    seq: &mut *seq,
-                    nodes: &nodes,
-                    want: Want::Last,
-                }])
-                .unwrap();
-            seq.commit_all().unwrap();
-            bits(out[0].row(0))
-        })
-        .collect()
+    common::sequential(model(), seq, tokens)
 }
 
 /// Every node's logits of a forward of `tree` on `seq`.

@@ -1,0 +1,59 @@
+//! What the real-model runtime tests share: the model, bit views, prompts, prefill and
+//! one-token-at-a-time decoding.
+#![allow(dead_code)] // each test binary uses part of this
+
+use std::sync::OnceLock;
+
+use rand::Rng;
+use specdec_runtime::{Executor, Model, Node, SeqInput, Sequence, Want};
+
+pub fn model() -> &'static Model {
+    static M: OnceLock<Model> = OnceLock::new();
+    M.get_or_init(|| {
+        let path = specdec_model_store::resolve(None, true).expect("default model");
+        Model::load_with(path, Executor::new(2)).expect("model loads")
+    })
+}
+
+pub fn bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+pub fn prompt(rng: &mut impl Rng, n: usize) -> Vec<u32> {
+    (0..n).map(|_| rng.gen_range(100..40000)).collect()
+}
+
+pub fn prefill(m: &Model, tokens: &[u32]) -> Sequence {
+    let mut seq = m.new_sequence();
+    let nodes = Node::chain(tokens);
+    m.forward(&mut [SeqInput {
+        seq: &mut seq,
+        nodes: &nodes,
+        want: Want::None,
+    }])
+    .unwrap();
+    seq.commit_all().unwrap();
+    seq
+}
+
+/// Logits after each token of `tokens`, decoding one token per forward.
+pub fn sequential(m: &Model, seq: &mut Sequence, tokens: &[u32]) -> Vec<Vec<u32>> {
+    tokens
+        .iter()
+        .map(|&t| {
+            let nodes = [Node {
+                token: t,
+                parent: None,
+            }];
+            let out = m
+                .forward(&mut [SeqInput {
+                    seq: &mut *seq,
+                    nodes: &nodes,
+                    want: Want::Last,
+                }])
+                .unwrap();
+            seq.commit_all().unwrap();
+            bits(out[0].row(0))
+        })
+        .collect()
+}
