@@ -139,7 +139,7 @@ impl<'m> Engine<'m> {
     ) -> Result<Generation<'static>, EngineError> {
         self.check(&req)?;
         let drafter = self.drafter_for(&req.speculation)?;
-        self.start_with(req, drafter, sink)
+        Ok(self.open(req, drafter, sink))
     }
 
     /// Starts a request with a drafter of the caller's (or none: plain decoding).
@@ -150,6 +150,16 @@ impl<'m> Engine<'m> {
         sink: Sink<'a>,
     ) -> Result<Generation<'a>, EngineError> {
         self.check(&req)?;
+        Ok(self.open(req, drafter, sink))
+    }
+
+    /// A generation for a request already checked.
+    fn open<'a>(
+        &mut self,
+        req: GenerateRequest,
+        drafter: Option<Box<dyn Drafter + 'a>>,
+        sink: Sink<'a>,
+    ) -> Generation<'a> {
         // The last prompt token is evaluated by the first decode step, never cached.
         let head = &req.prompt[..req.prompt.len() - 1];
         let seq = self
@@ -159,7 +169,7 @@ impl<'m> Engine<'m> {
             .unwrap_or_else(|| self.target.new_sequence());
         let name = drafter.as_ref().map_or("", |d| d.name());
         let policy = self.acceptance.policy(name, req.speculation.max_draft);
-        Ok(Generation::new(req, seq, drafter, sink, policy))
+        Generation::new(req, seq, drafter, sink, policy)
     }
 
     /// Runs one forward for every unfinished generation of `batch` together: a prefill
@@ -216,7 +226,10 @@ impl<'m> Engine<'m> {
     ) -> Result<GenerateOutput, EngineError> {
         self.check(req)?;
         let mut drafter = self.drafter_for(&req.speculation)?;
-        self.generate_with(req, drafter.as_deref_mut(), sink)
+        let drafter = drafter
+            .as_deref_mut()
+            .map(|d| Box::new(d) as Box<dyn Drafter + '_>);
+        self.run(req, drafter, sink)
     }
 
     /// The drafter `spec` names, over its pool's trie (the global one without a pool).
@@ -234,8 +247,19 @@ impl<'m> Engine<'m> {
         drafter: Option<&mut (dyn Drafter + 'static)>,
         sink: &mut dyn FnMut(&str) -> bool,
     ) -> Result<GenerateOutput, EngineError> {
+        self.check(req)?;
         let drafter = drafter.map(|d| Box::new(d) as Box<dyn Drafter + '_>);
-        let mut g = self.start_with(req.clone(), drafter, Box::new(sink))?;
+        self.run(req, drafter, sink)
+    }
+
+    /// Runs a checked request to its end, one batch of one at a time.
+    fn run(
+        &mut self,
+        req: &GenerateRequest,
+        drafter: Option<Box<dyn Drafter + '_>>,
+        sink: &mut dyn FnMut(&str) -> bool,
+    ) -> Result<GenerateOutput, EngineError> {
+        let mut g = self.open(req.clone(), drafter, Box::new(sink));
         while !g.is_finished() {
             self.step(&mut [&mut g])?;
         }
