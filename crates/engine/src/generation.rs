@@ -262,13 +262,12 @@ impl<'a> Generation<'a> {
                 }
                 // DFS order keeps every kept node's parent.
                 tree.truncate(1 + cap);
-                self.policy.trim(tree, self.seq.len(), cost, load)
+                tree
             }
-            _ => {
-                load.add(0, self.seq.len(), 0.0);
-                TokenTree::rooted(pending)
-            }
+            _ => TokenTree::rooted(pending),
         };
+        // An undrafted tree is kept as it is and counted as a plain row.
+        let tree = self.policy.trim(tree, self.seq.len(), cost, load);
         self.stats.draft_time += t0.elapsed();
         Some(StepInput::Decode(tree))
     }
