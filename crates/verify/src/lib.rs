@@ -114,9 +114,9 @@ pub fn verify_strict<'l>(
     // Only the repetition-penalty window of the context can affect a choice.
     let mut recent = context[context.len().saturating_sub(params.repeat_last_n)..].to_vec();
     let base = recent.len();
+    // The walk only descends, so `path` grows by one token a node: append just that.
     walk(tree, |node, path| {
-        recent.truncate(base);
-        recent.extend_from_slice(path);
+        recent.extend_from_slice(&path[recent.len() - base..]);
         sample(logits(node), &recent, params, rng.next_f64())
     })
 }
