@@ -220,15 +220,20 @@ pub fn run(opts: &Options) -> anyhow::Result<()> {
     let group_size = if concurrency == 1 { 1 } else { 4 * concurrency };
     for group in records.chunks(group_size) {
         let mut plain: Vec<Vec<u32>> = Vec::new();
+        // Each record is tokenized once; every method runs a copy of it.
+        let base = group
+            .iter()
+            .map(|r| request(&loaded, r, opts, DraftMethod::None, None))
+            .collect::<anyhow::Result<Vec<_>>>()?;
         for (mi, m) in methods.iter().enumerate() {
-            let reqs = group
+            let reqs = base
                 .iter()
-                .map(|r| request(&loaded, r, opts, *m, Some(method_pool(*m))))
-                .collect::<anyhow::Result<Vec<_>>>()?;
-            let prompts: Vec<Vec<u32>> = reqs.iter().map(|q| q.prompt.clone()).collect();
-            let references: Vec<Vec<Vec<u32>>> = reqs
-                .iter()
-                .map(|q| q.speculation.references.clone())
+                .map(|q| {
+                    let mut q = q.clone();
+                    q.speculation.method = *m;
+                    q.speculation.pool = Some(method_pool(*m));
+                    q
+                })
                 .collect();
             let (outs, secs) = run_together(&mut sched, reqs)
                 .with_context(|| format!("records from {} with {}", group[0].id, m.name()))?;
@@ -237,14 +242,15 @@ pub fn run(opts: &Options) -> anyhow::Result<()> {
                 if mi == 0 {
                     oracle_tokens += out.token_ids.len();
                     oracle_steps += crate::oracle::copy_steps(
-                        &prompts[k],
-                        &references[k],
+                        &base[k].prompt,
+                        &base[k].speculation.references,
                         &out.token_ids,
                         opts.drafting.budget,
                     );
                     plain.push(out.token_ids.clone());
                 }
-                let first_divergence = divergence(&loaded, &prompts[k], &plain[k], &out.token_ids)?;
+                let first_divergence =
+                    divergence(&loaded, &base[k].prompt, &plain[k], &out.token_ids)?;
                 let row = record_row(r, m.name(), &out, first_divergence);
                 if !opts.json {
                     eprintln!(
