@@ -349,7 +349,6 @@ impl Tokenizer {
         self.special.get(id as usize) == Some(&true)
     }
 
-    /// The id of a token by its text as the vocabulary spells it (`<|im_end|>`, `Ġthe`, `▁the`).
     /// The most bytes one token decodes to: a text longer than `n` times this cannot be
     /// fewer than `n` tokens.
     pub fn max_token_bytes(&self) -> usize {
@@ -361,6 +360,7 @@ impl Tokenizer {
             .max(1)
     }
 
+    /// The id of a token by its text as the vocabulary spells it (`<|im_end|>`, `Ġthe`, `▁the`).
     pub fn id_of(&self, piece: &str) -> Option<u32> {
         self.parse.token_to_id(piece)
     }
