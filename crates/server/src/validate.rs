@@ -38,10 +38,9 @@ pub enum Endpoint {
 pub struct Frontend {
     pub model_id: String,
     pub context_length: usize,
-    /// Prompt text longer than this cannot fit the context (`context_length` tokens of
-    /// the longest piece): refused before it is tokenized, which would cost memory and
-    /// time in proportion to it.
-    pub max_prompt_bytes: usize,
+    /// The most bytes one token spans: prompt text longer than `context_length` times
+    /// this cannot fit, and is refused before it is tokenized.
+    pub max_token_bytes: usize,
     pub tokenizer: Arc<Tokenizer>,
     pub template: Arc<ChatTemplate>,
     pub default_method: DraftMethod,
@@ -59,15 +58,19 @@ impl Frontend {
         Frontend {
             model_id,
             context_length: meta.config.context_length,
-            max_prompt_bytes: meta
-                .config
-                .context_length
-                .saturating_mul(meta.tokenizer.max_token_bytes()),
+            max_token_bytes: meta.tokenizer.max_token_bytes(),
             tokenizer: meta.tokenizer.clone(),
             template: meta.template.clone(),
             default_method,
             default_max_draft,
         }
+    }
+}
+
+impl Frontend {
+    /// Prompt text longer than this cannot fit the context.
+    pub fn max_prompt_bytes(&self) -> usize {
+        self.context_length.saturating_mul(self.max_token_bytes)
     }
 }
 
@@ -299,12 +302,11 @@ fn reject_unsupported(body: &RequestBody) -> Result<(), ApiError> {
 /// Refuses, before tokenizing, prompt text that cannot fit the context whatever its
 /// tokens (30 MB bodies tokenized on every core stalled the server and took gigabytes).
 fn too_long_to_tokenize(fe: &Frontend, bytes: usize) -> Result<(), ApiError> {
-    if bytes <= fe.max_prompt_bytes {
+    if bytes <= fe.max_prompt_bytes() {
         return Ok(());
     }
-    let per_token = (fe.max_prompt_bytes / fe.context_length.max(1)).max(1);
     Err(specdec_engine::EngineError::ContextOverflow {
-        prompt: bytes.div_ceil(per_token),
+        prompt: bytes.div_ceil(fe.max_token_bytes),
         max_tokens: 1,
         limit: fe.context_length,
     }

@@ -147,7 +147,7 @@ fn a_pool_name_is_parsed_at_the_edge() {
 #[test]
 fn a_prompt_too_long_for_the_context_is_refused_before_tokenizing() {
     let fe = frontend();
-    let text = "x".repeat(fe.max_prompt_bytes + 1);
+    let text = "x".repeat(fe.max_prompt_bytes() + 1);
     for (endpoint, body) in [
         (
             Endpoint::Chat,
