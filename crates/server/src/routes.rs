@@ -9,7 +9,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Request, State};
-use axum::http::{header, HeaderMap, Uri};
+use axum::http::{header, HeaderMap, HeaderValue, Uri};
 use axum::middleware::{self, Next};
 use axum::response::sse::{Event as SseEvent, Sse};
 use axum::response::{IntoResponse, Response};
@@ -112,17 +112,18 @@ async fn models(State(s): State<Arc<AppState>>) -> Json<ModelList> {
 pub const TENANT_HEADER: &str = "x-specdec-tenant";
 
 async fn chat(State(s): State<Arc<AppState>>, req: Request) -> Response {
-    let headers = req.headers().clone();
-    match read_body(req).await {
-        Ok(body) => respond(s, Endpoint::Chat, headers, body).await,
-        Err(e) => e.into_response(),
-    }
+    generate(s, Endpoint::Chat, req).await
 }
 
 async fn completions(State(s): State<Arc<AppState>>, req: Request) -> Response {
-    let headers = req.headers().clone();
+    generate(s, Endpoint::Completion, req).await
+}
+
+/// Both endpoints: only the tenant header is kept of the request's headers.
+async fn generate(s: Arc<AppState>, endpoint: Endpoint, req: Request) -> Response {
+    let tenant = req.headers().get(TENANT_HEADER).cloned();
     match read_body(req).await {
-        Ok(body) => respond(s, Endpoint::Completion, headers, body).await,
+        Ok(body) => respond(s, endpoint, tenant, body).await,
         Err(e) => e.into_response(),
     }
 }
@@ -160,10 +161,10 @@ struct Meta {
 async fn respond(
     s: Arc<AppState>,
     endpoint: Endpoint,
-    headers: HeaderMap,
+    tenant: Option<HeaderValue>,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    match enqueue_off_runtime(s, endpoint, headers, body).await {
+    match enqueue_off_runtime(s, endpoint, tenant, body).await {
         Ok((meta, rx, true)) => stream(meta, rx).into_response(),
         Ok((meta, rx, false)) => match collect(rx).await {
             Ok(out) => Json(whole(&meta, &out)).into_response(),
@@ -186,11 +187,11 @@ static PARSING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(MAX_P
 async fn enqueue_off_runtime(
     s: Arc<AppState>,
     endpoint: Endpoint,
-    headers: HeaderMap,
+    tenant: Option<HeaderValue>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Enqueued, ApiError> {
     let _permit = PARSING.acquire().await.map_err(|_| ApiError::Unavailable)?;
-    tokio::task::spawn_blocking(move || enqueue(&s, endpoint, &headers, body))
+    tokio::task::spawn_blocking(move || enqueue(&s, endpoint, tenant.as_ref(), body))
         .await
         .map_err(|e| ApiError::Internal(format!("parsing the request failed: {e}")))?
 }
@@ -198,14 +199,14 @@ async fn enqueue_off_runtime(
 fn enqueue(
     s: &AppState,
     endpoint: Endpoint,
-    headers: &HeaderMap,
+    tenant: Option<&HeaderValue>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Enqueued, ApiError> {
     let body = body.map_err(|e| match e.status() {
         axum::http::StatusCode::PAYLOAD_TOO_LARGE => ApiError::TooLarge(crate::MAX_BODY_BYTES),
         _ => ApiError::Malformed(format!("could not read the body: {e}")),
     })?;
-    let tenant = match headers.get(TENANT_HEADER) {
+    let tenant = match tenant {
         None => None,
         Some(v) => match v.to_str() {
             Ok(t) if t.len() <= validate::MAX_USER_BYTES => Some(t),
