@@ -1,6 +1,6 @@
 //! Speculation options shared by `generate` and `bench`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Args;
@@ -45,10 +45,11 @@ impl DraftArgs {
     /// `--pools`; saved back to the same files. Trie files are checked against a
     /// vocabulary of `vocab` ids (the model's).
     pub fn pools(&self, vocab: usize) -> anyhow::Result<Pools> {
-        let path = self.trie.as_deref();
-        let trie = specdec_engine::load_trie(path, vocab)
-            .with_context(|| format!("loading trie {}", path.unwrap_or(Path::new("")).display()))?;
-        Ok(Pools::new(trie, self.trie.clone(), self.pools.clone()))
+        Ok(Pools::open(
+            self.trie.as_deref(),
+            self.pools.clone(),
+            vocab,
+        )?)
     }
 }
 

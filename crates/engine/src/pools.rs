@@ -131,6 +131,22 @@ impl Pools {
         }
     }
 
+    /// The global trie from `trie` (when the file exists, else empty), saved back there, and
+    /// the named pools of `dir`; trie files are checked against a vocabulary of `vocab`.
+    pub fn open(
+        trie: Option<&Path>,
+        dir: Option<PathBuf>,
+        vocab: usize,
+    ) -> Result<Self, EngineError> {
+        let global = load_trie(trie, vocab).map_err(|source| EngineError::Trie {
+            path: trie.map(Path::to_path_buf).unwrap_or_default(),
+            source,
+        })?;
+        let mut pools = Pools::new(global, trie.map(Path::to_path_buf), dir);
+        pools.set_vocab(vocab);
+        Ok(pools)
+    }
+
     /// Checks pools loaded from now on against a vocabulary of `vocab` ids (the engine sets
     /// its target's).
     pub fn set_vocab(&mut self, vocab: usize) {

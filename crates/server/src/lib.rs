@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use specdec_engine::{load_trie, DraftMethod, EngineError, Loaded, Pools};
+use specdec_engine::{DraftMethod, EngineError, Loaded, Pools};
 
 pub use error::ApiError;
 pub use routes::router;
@@ -133,14 +133,11 @@ impl Server {
             config.default_method,
             config.default_max_draft,
         );
-        let trie =
-            load_trie(config.trie.as_deref(), loaded.meta.config.vocab).map_err(|source| {
-                EngineError::Trie {
-                    path: config.trie.clone().unwrap_or_default(),
-                    source,
-                }
-            })?;
-        let pools = Pools::new(trie, config.trie.clone(), config.pools.clone());
+        let pools = Pools::open(
+            config.trie.as_deref(),
+            config.pools.clone(),
+            loaded.meta.config.vocab,
+        )?;
         let model = Arc::new(loaded.model);
         let metrics = Arc::new(metrics::Metrics::new(&frontend.model_id));
         // Up to `max_concurrent` run and `max_queue` more wait, however fast the engine thread
