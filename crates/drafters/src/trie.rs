@@ -186,11 +186,27 @@ impl Trie {
         window: usize,
         can_start: &dyn Fn(u32) -> bool,
     ) {
+        self.insert_windows_up_to(tokens, window, can_start, usize::MAX);
+    }
+
+    /// [`Trie::insert_windows`] while the trie holds fewer than `max_nodes` nodes; returns
+    /// whether every window went in.
+    pub fn insert_windows_up_to(
+        &mut self,
+        tokens: &[u32],
+        window: usize,
+        can_start: &dyn Fn(u32) -> bool,
+        max_nodes: usize,
+    ) -> bool {
         for s in 0..tokens.len() {
+            if self.len() >= max_nodes {
+                return false;
+            }
             if can_start(tokens[s]) {
                 self.insert(&tokens[s..(s + window).min(tokens.len())]);
             }
         }
+        true
     }
 
     /// Decays while the trie is past its node limit (each round halves every count, so

@@ -247,26 +247,6 @@ fn private_trie() -> Trie {
     })
 }
 
-/// Inserts `tokens`' windows into `trie` while it holds fewer than `max_nodes` nodes;
-/// returns whether every window went in.
-fn insert_bounded(
-    trie: &mut Trie,
-    tokens: &[u32],
-    window: usize,
-    can_start: &dyn Fn(u32) -> bool,
-    max_nodes: usize,
-) -> bool {
-    for s in 0..tokens.len() {
-        if trie.len() >= max_nodes {
-            return false;
-        }
-        if can_start(tokens[s]) {
-            trie.insert(&tokens[s..(s + window).min(tokens.len())]);
-        }
-    }
-    true
-}
-
 fn lock(m: &Mutex<Trie>) -> std::sync::MutexGuard<'_, Trie> {
     // A panic elsewhere while holding the lock leaves counts usable: drafts are hints.
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -287,7 +267,10 @@ impl Drafter for TrieDrafter {
         // The prompt goes first: it is what the output most often repeats.
         let all = std::iter::once(prompt).chain(crate::bounded_references(references));
         for text in all {
-            if !insert_bounded(&mut self.prompt, text, window, &can_start, cap) {
+            if !self
+                .prompt
+                .insert_windows_up_to(text, window, &can_start, cap)
+            {
                 break;
             }
         }
