@@ -43,7 +43,7 @@ pub use specdec_tree::{Meta, Source, TokenTree};
 pub use suffix::{SuffixConfig, SuffixDrafter};
 pub use trie::{NodeId, Trie, TrieConfig};
 pub use trie_drafter::{CanStart, TrieDrafter, TrieDrafterConfig, PRIVATE_TRIE_MAX_NODES};
-pub use trie_io::{file_kind, FileStamp};
+pub use trie_io::FileStamp;
 
 /// The most reference tokens (all of one request's references together) a drafter
 /// indexes; the rest is ignored. Indexes grow linearly with what they hold, and a request

@@ -256,8 +256,9 @@ impl FileStamp {
     }
 }
 
-/// What a non-regular file is, for messages.
-pub fn file_kind(t: &fs::FileType) -> &'static str {
+/// What a non-regular file is, for messages (the model store has the same words for
+/// model files; neither crate depends on the other).
+fn file_kind(t: &fs::FileType) -> &'static str {
     use std::os::unix::fs::FileTypeExt;
     if t.is_dir() {
         "directory"
@@ -267,10 +268,6 @@ pub fn file_kind(t: &fs::FileType) -> &'static str {
         "socket"
     } else if t.is_block_device() || t.is_char_device() {
         "device"
-    } else if t.is_symlink() {
-        "symbolic link"
-    } else if t.is_file() {
-        "regular file"
     } else {
         "special file"
     }
