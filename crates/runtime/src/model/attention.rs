@@ -67,13 +67,12 @@ impl Model {
         let cfg = &self.config;
         let (qd, n_kv) = (cfg.q_dim(), cfg.n_kv_heads);
         let gw = qd / n_kv;
-        let seqs: Vec<(&Sequence, usize)> =
-            inputs.iter().map(|i| (&*i.seq, i.nodes.len())).collect();
         let out = std::sync::Mutex::new(attn);
         let ops = self.exec.vec_ops();
         self.exec.for_each(blocks.len() * n_kv, &|item| {
             let (block, g) = (blocks[item / n_kv].clone(), item % n_kv);
-            let (seq, nodes) = seqs[rows[block.start].item];
+            let input = &inputs[rows[block.start].item];
+            let (seq, nodes) = (&*input.seq, input.nodes.len());
             SCRATCH.with(|s| {
                 let mut s = s.borrow_mut();
                 let res = self.attend_block(
