@@ -5,6 +5,11 @@
 use rand::{Rng, SeedableRng};
 mod common;
 
+/// The nodes from `i`'s root down to `i`.
+fn path_to(nodes: &[Node], i: usize) -> Vec<usize> {
+    specdec_tree::ancestor_chains(nodes).unwrap().swap_remove(i)
+}
+
 use common::{bits, model, prompt};
 use specdec_runtime::{Node, SeqInput, Sequence, Want};
 
@@ -39,16 +44,6 @@ fn random_tree(rng: &mut impl Rng, n: usize) -> Vec<Node> {
         });
     }
     nodes
-}
-
-fn path_to(nodes: &[Node], mut i: usize) -> Vec<usize> {
-    let mut path = vec![i];
-    while let Some(p) = nodes[i].parent {
-        i = p as usize;
-        path.push(i);
-    }
-    path.reverse();
-    path
 }
 
 #[test]
