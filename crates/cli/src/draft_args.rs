@@ -11,7 +11,8 @@ pub struct DraftArgs {
     /// A reference document the output may copy from (repeatable).
     #[arg(long = "reference")]
     pub references: Vec<PathBuf>,
-    /// A trie file to start from and to save the learned trie to.
+    /// A trie file to start from and to save the learned trie to (the history index of
+    /// past requests goes beside it, with the extension `history`).
     #[arg(long)]
     pub trie: Option<PathBuf>,
     /// Most draft nodes per step; the engine adapts below it.
@@ -20,9 +21,13 @@ pub struct DraftArgs {
     /// Draft from (and feed) this named pool's trie instead of the global one.
     #[arg(long, value_parser = parse_pool)]
     pub pool: Option<PoolName>,
-    /// Folder of the named pools (`NAME.trie` each), loaded when used and saved back.
+    /// Folder of the named pools (`NAME.trie` and `NAME.history` each), loaded when used
+    /// and saved back.
     #[arg(long)]
     pub pools: Option<PathBuf>,
+    /// The most tokens each pool's history index holds (oldest requests evicted first).
+    #[arg(long, default_value_t = 1 << 20)]
+    pub history_tokens: usize,
 }
 
 fn parse_pool(s: &str) -> Result<PoolName, String> {
@@ -41,14 +46,19 @@ impl DraftArgs {
             .collect()
     }
 
-    /// The global trie from `--trie` (if the file exists, else empty) and the pools of
-    /// `--pools`; saved back to the same files. Trie files are checked against a
-    /// vocabulary of `vocab` ids (the model's).
+    /// The global pool from `--trie` (each file if it exists, else empty) and the pools of
+    /// `--pools`; saved back to the same files. Files are checked against a vocabulary of
+    /// `vocab` ids (the model's).
     pub fn pools(&self, vocab: usize) -> anyhow::Result<Pools> {
+        let history = specdec_engine::HistoryConfig {
+            max_tokens: self.history_tokens,
+            ..specdec_engine::HistoryConfig::default()
+        };
         Ok(Pools::open(
             self.trie.as_deref(),
             self.pools.clone(),
             vocab,
+            history,
         )?)
     }
 }

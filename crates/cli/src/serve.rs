@@ -38,10 +38,14 @@ pub struct ServeArgs {
     /// shutdown.
     #[arg(long)]
     pub trie: Option<std::path::PathBuf>,
-    /// Folder of named drafting pools (`NAME.trie` each, chosen per request by
-    /// `speculation.pool`), loaded when first used and saved like the trie.
+    /// Folder of named drafting pools (`NAME.trie` and `NAME.history` each, chosen per
+    /// request by `speculation.pool`), loaded when first used and saved like the trie.
     #[arg(long)]
     pub pools: Option<std::path::PathBuf>,
+    /// The most tokens each pool's history index of past requests holds (the global one
+    /// is saved beside `--trie` as `.history`); the oldest requests are evicted first.
+    #[arg(long, default_value_t = 1 << 20)]
+    pub history_tokens: usize,
     /// Draft method of requests that do not choose one.
     #[arg(long, default_value = "auto", value_parser = DraftMethod::parse)]
     pub draft: DraftMethod,
@@ -107,6 +111,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         timeout: Duration::from_secs(args.timeout.max(1)),
         trie: args.trie,
         pools: args.pools,
+        history_tokens: args.history_tokens,
         default_method: args.draft,
         default_max_draft: args.budget.min(specdec_server::validate::MAX_DRAFT_LIMIT),
         prefix_cache_bytes: args.prefix_cache_mib.saturating_mul(1 << 20),

@@ -202,13 +202,9 @@ pub fn run(opts: &Options) -> anyhow::Result<()> {
         }
     }
     let pools = sched.engine_mut().pools_mut();
-    let snapshot = pools
-        .global()
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .clone();
+    let snapshot = pools.global().deep_clone();
     for m in &methods {
-        pools.insert(method_pool(*m), snapshot.clone());
+        pools.insert(method_pool(*m), snapshot.deep_clone());
     }
     let mut rows: Vec<(usize, RecordRow, SpecStats)> = Vec::new();
     let mut wall = vec![0f64; methods.len()];

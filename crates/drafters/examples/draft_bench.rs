@@ -57,6 +57,7 @@ fn main() {
     let output = text(&mut rng, 1000, &[&r1, &r2, &prompt], 0.5);
 
     let trie = Arc::new(Mutex::new(Trie::default()));
+    let history = Arc::new(Mutex::new(HistoryIndex::default()));
     let t0 = Instant::now();
     for _ in 0..1500 {
         let past = text(&mut rng, 300, &[&r1, &r2], 0.3);
@@ -64,19 +65,28 @@ fn main() {
         d.begin(&[1, 2], &[]);
         d.observe(&past);
         d.end(&past);
+        history.lock().unwrap().add_request(&[1, 2], &past);
     }
+    let h = history.lock().unwrap();
     println!(
-        "warm trie: {} nodes in {:.2} s",
+        "warm trie: {} nodes, history: {} tokens in {} MiB, in {:.2} s",
         trie.lock().unwrap().len(),
+        h.tokens(),
+        h.memory_bytes() >> 20,
         t0.elapsed().as_secs_f64()
     );
+    drop(h);
 
     let drafters: Vec<Box<dyn Drafter>> = vec![
         Box::new(ReferenceDrafter::default()),
         Box::new(ReferenceDrafter::prompt_only()),
         Box::new(SuffixDrafter::default()),
         Box::new(TrieDrafter::new(trie.clone(), TrieDrafterConfig::default())),
-        Box::new(MixDrafter::auto(Some(trie.clone()))),
+        Box::new(HistoryDrafter::new(
+            history.clone(),
+            HistoryDrafterConfig::default(),
+        )),
+        Box::new(MixDrafter::auto(Some(trie.clone()), Some(history.clone()))),
     ];
     println!("context 3000 -> 4000 tokens; steps commit the greedily accepted path + 1");
     println!(

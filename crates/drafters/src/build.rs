@@ -17,6 +17,8 @@ struct Candidate {
     first_child: u32,
     next_sibling: u32,
     source: Source,
+    /// The longest match behind any contribution (0: none was a copy after a match).
+    match_len: u32,
     /// Combined (noisy-or) score of all contributions.
     score: f32,
     /// The largest single contribution: its source names the node.
@@ -73,6 +75,11 @@ impl TreeBuilder {
         self.first_root = NONE;
     }
 
+    /// The combined score of node `id`.
+    pub fn score(&self, id: usize) -> f32 {
+        self.nodes[id].score
+    }
+
     /// Distinct nodes added so far.
     pub fn len(&self) -> usize {
         self.nodes.len()
@@ -101,6 +108,18 @@ impl TreeBuilder {
 
     /// Adds evidence for `token` under `parent`, creating the node if needed; returns it.
     pub fn add(&mut self, parent: Option<usize>, token: u32, source: Source, score: f32) -> usize {
+        self.add_copied(parent, token, source, score, 0)
+    }
+
+    /// [`TreeBuilder::add`] for a copy after a match of `match_len` tokens.
+    pub fn add_copied(
+        &mut self,
+        parent: Option<usize>,
+        token: u32,
+        source: Source,
+        score: f32,
+        match_len: u32,
+    ) -> usize {
         let s = if score.is_nan() {
             0.0
         } else {
@@ -113,6 +132,7 @@ impl TreeBuilder {
                 n.best = s;
                 n.source = source;
             }
+            n.match_len = n.match_len.max(match_len);
             return id;
         }
         let id = self.nodes.len() as u32;
@@ -129,23 +149,26 @@ impl TreeBuilder {
             first_child: NONE,
             next_sibling: next,
             source,
+            match_len,
             score: s,
             best: s,
         });
         id as usize
     }
 
-    /// Adds a chain continuing the context; `score(depth)` scores its `depth`-th token
-    /// (0-based). Returns the last node, or `None` for an empty chain.
+    /// Adds a chain continuing the context, copied after a match of `match_len` tokens (0:
+    /// not a copy after a match); `score(depth)` scores its `depth`-th token (0-based).
+    /// Returns the last node, or `None` for an empty chain.
     pub fn add_path(
         &mut self,
         tokens: &[u32],
         source: Source,
+        match_len: u32,
         mut score: impl FnMut(usize) -> f32,
     ) -> Option<usize> {
         let mut parent = None;
         for (d, &t) in tokens.iter().enumerate() {
-            parent = Some(self.add(parent, t, source, score(d)));
+            parent = Some(self.add_copied(parent, t, source, score(d), match_len));
         }
         parent
     }
@@ -159,9 +182,13 @@ impl TreeBuilder {
         for (i, (n, m)) in tree.nodes().iter().zip(tree.meta()).enumerate() {
             let id = match n.parent {
                 None if i == 0 => None,
-                Some(p) if (p as usize) < i => {
-                    Some(self.add(map[p as usize], n.token, m.source, m.score * weight))
-                }
+                Some(p) if (p as usize) < i => Some(self.add_copied(
+                    map[p as usize],
+                    n.token,
+                    m.source,
+                    m.score * weight,
+                    m.match_len,
+                )),
                 _ => break,
             };
             map.push(id);
@@ -239,7 +266,8 @@ impl TreeBuilder {
         self.push_children(NONE, 0);
         while let Some((i, parent)) = self.stack.pop() {
             let nd = self.nodes[i as usize];
-            let me = out.push(nd.token, Some(parent), Meta::drafted(nd.source, nd.score));
+            let meta = Meta::copied(nd.source, nd.score, nd.match_len);
+            let me = out.push(nd.token, Some(parent), meta);
             self.push_children(i, me);
         }
     }

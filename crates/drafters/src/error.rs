@@ -1,8 +1,11 @@
 //! Errors of the drafters crate (only persistence can fail; drafting never does).
+//! Tries and history indexes share the file conventions, so they share the errors; the
+//! caller names the file.
 
 use std::path::PathBuf;
 
-/// Why a trie could not be saved or loaded. Loading never panics on bad input.
+/// Why a trie or history file could not be saved or loaded. Loading never panics on bad
+/// input.
 #[derive(Debug, thiserror::Error)]
 pub enum DraftError {
     /// The file system refused (missing file, permissions, disk full, ...).
@@ -12,24 +15,24 @@ pub enum DraftError {
         #[source]
         source: std::io::Error,
     },
-    /// The bytes do not start with the trie magic: some other kind of file.
-    #[error("not a specdec trie file (bad magic header)")]
+    /// The bytes do not start with the expected magic: some other kind of file.
+    #[error("not a specdec file of this kind (bad magic header)")]
     BadMagic,
-    /// A trie file written by a different, incompatible format version.
-    #[error("unsupported trie format version {found} (this build reads version {expected})")]
+    /// A file written by a different, incompatible format version.
+    #[error("unsupported file format version {found} (this build reads version {expected})")]
     UnsupportedVersion { found: u32, expected: u32 },
     /// The file is shorter or longer than its header says.
-    #[error("trie file has {found} bytes, its header implies {expected}: truncated or padded")]
+    #[error("file has {found} bytes, its header implies {expected}: truncated or padded")]
     Truncated { expected: u64, found: u64 },
     /// The content does not match the stored checksum (bit rot, partial write, tampering).
-    #[error("trie checksum mismatch: stored {stored:#018x}, computed {computed:#018x}")]
+    #[error("checksum mismatch: stored {stored:#018x}, computed {computed:#018x}")]
     Checksum { stored: u64, computed: u64 },
-    /// The checksum matches but the content breaks an invariant of the trie.
-    #[error("malformed trie: {0}")]
+    /// The checksum matches but the content breaks an invariant of its structure.
+    #[error("malformed file: {0}")]
     Malformed(String),
-    /// A token id of the trie is not in the model's vocabulary: the file was learned on
+    /// A token id of the file is not in the model's vocabulary: the file was learned on
     /// another model.
-    #[error("trie holds token id {token}, outside the model's vocabulary of {vocab}: it was built for another model")]
+    #[error("file holds token id {token}, outside the model's vocabulary of {vocab}: it was built for another model")]
     TokenOutOfVocabulary { token: u32, vocab: usize },
     /// The path names a directory, FIFO, socket or device, not a regular file (reading a
     /// FIFO would block forever).

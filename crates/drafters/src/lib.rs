@@ -15,6 +15,10 @@
 //!   all requests (persistable), prompt counts private to the request.
 //! - [`SuffixDrafter`]: a suffix automaton over references, prompt and output, extended
 //!   online; draft length grows with the match length.
+//! - [`HistoryDrafter`]: SuffixDecoding's global index: a suffix automaton over past
+//!   requests' prompts and outputs ([`HistoryIndex`], shared per pool, bounded, persisted);
+//!   the tree of what followed the longest match, scored by frequency, as deep as the
+//!   match is long.
 //! - [`MixDrafter`]: several drafters merged into one tree ([`MixDrafter::auto`]).
 //!
 //! Scores are rough acceptance probabilities in `[0, 1]`: evidence for the same node from
@@ -24,7 +28,10 @@
 mod build;
 mod context;
 mod error;
+mod file_io;
 mod hash;
+mod history;
+mod history_drafter;
 mod mix;
 mod ngram;
 mod reference;
@@ -36,6 +43,8 @@ mod trie_io;
 
 pub use build::TreeBuilder;
 pub use error::DraftError;
+pub use history::{HistoryConfig, HistoryIndex};
+pub use history_drafter::{HistoryDrafter, HistoryDrafterConfig};
 pub use mix::MixDrafter;
 pub use reference::{ReferenceConfig, ReferenceDrafter};
 pub use sam::{Matcher, Split, StateId, SuffixAutomaton};

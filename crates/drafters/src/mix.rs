@@ -3,14 +3,17 @@
 //!
 //! Scores of different drafters are only roughly comparable, so each part is guaranteed a
 //! share of the budget for its first-choice path (the best child at every level): the
-//! merged tree holds each part's first choice whenever the budget allows, and the rest of
-//! the budget goes best-first by combined score.
+//! merged tree holds each part's first choice whenever the budget allows, then the rest of
+//! the first-choice paths, the most confident first, then the rest of the budget goes
+//! best-first by combined score.
 
 use std::sync::{Arc, Mutex};
 
 use specdec_tree::TokenTree;
 
 use crate::build::{undrafted, TreeBuilder};
+use crate::history::HistoryIndex;
+use crate::history_drafter::{HistoryDrafter, HistoryDrafterConfig};
 use crate::reference::ReferenceDrafter;
 use crate::suffix::SuffixDrafter;
 use crate::trie::Trie;
@@ -76,9 +79,9 @@ impl MixDrafter {
         }
     }
 
-    /// References/prompt/output copying + suffix automaton (+ the shared trie if given),
-    /// equally weighted.
-    pub fn auto(trie: Option<Arc<Mutex<Trie>>>) -> Self {
+    /// References/prompt/output copying + suffix automaton (+ the shared trie and history
+    /// index if given), equally weighted.
+    pub fn auto(trie: Option<Arc<Mutex<Trie>>>, history: Option<Arc<Mutex<HistoryIndex>>>) -> Self {
         let mut parts: Vec<(Box<dyn Drafter>, f32)> = vec![
             (Box::new(ReferenceDrafter::default()), 1.0),
             (Box::new(SuffixDrafter::default()), 1.0),
@@ -86,6 +89,12 @@ impl MixDrafter {
         if let Some(t) = trie {
             parts.push((
                 Box::new(TrieDrafter::new(t, TrieDrafterConfig::default())),
+                1.0,
+            ));
+        }
+        if let Some(h) = history {
+            parts.push((
+                Box::new(HistoryDrafter::new(h, HistoryDrafterConfig::default())),
                 1.0,
             ));
         }
@@ -149,8 +158,17 @@ impl Drafter for MixDrafter {
                 self.builder.pin(id);
             }
         }
-        for (path, &share) in self.paths.iter().zip(&shares) {
-            for &id in path.iter().skip(share) {
+        // The rest of each path, the most confident first: an exact repeat's long copy
+        // outranks the short guesses of parts that found little.
+        let mut rest: Vec<usize> = (0..count).collect();
+        let next_score = |i: usize| {
+            self.paths[i]
+                .get(shares[i])
+                .map_or(-1.0, |&id| self.builder.score(id))
+        };
+        rest.sort_by(|&a, &b| next_score(b).total_cmp(&next_score(a)).then(a.cmp(&b)));
+        for i in rest {
+            for &id in self.paths[i].iter().skip(shares[i]) {
                 self.builder.pin(id);
             }
         }

@@ -176,7 +176,7 @@ impl ReferenceDrafter {
         let text = doc_of(&self.ctx, &self.refs, doc);
         copy_continuation(text, start, self.cfg.max_copy, periodic, &mut self.buf);
         let (mut s, decay) = (weight, self.cfg.depth_decay);
-        self.builder.add_path(&self.buf, source, |_| {
+        self.builder.add_path(&self.buf, source, 0, |_| {
             let v = s;
             s *= decay;
             v

@@ -4,12 +4,18 @@
 //! so no recognized string spans two documents. Each state records its first end position
 //! (exact) and a recent end position (the newest position, maintained along at most
 //! `recent_depth` suffix links per token so appends stay O(1); states further up keep an
-//! older, still valid, end position).
+//! older, still valid, end position). Each state also counts its end positions (how often
+//! its strings occur), maintained along at most [`COUNT_DEPTH`] suffix links per token:
+//! exact for ordinary text, a lower bound for states further up a longer chain (only
+//! near-periodic text such as a run of one token builds such chains).
 
 /// A state of the automaton; 0 is the root (the empty string).
 pub type StateId = u32;
 
 const NONE: u32 = u32::MAX;
+
+/// Suffix links walked per appended token to keep occurrence counts (see the module docs).
+pub const COUNT_DEPTH: usize = 64;
 
 #[derive(Clone, Debug)]
 struct State {
@@ -17,6 +23,8 @@ struct State {
     link: u32,
     first_end: u32,
     recent_end: u32,
+    /// End positions counted (occurrences of the state's strings).
+    count: u32,
     /// Transitions sorted by token (the root has one per distinct token: binary search).
     next: Vec<(u32, u32)>,
 }
@@ -48,6 +56,7 @@ impl SuffixAutomaton {
                 link: NONE,
                 first_end: NONE,
                 recent_end: NONE,
+                count: 0,
                 next: Vec::new(),
             }],
             last: 0,
@@ -83,6 +92,19 @@ impl SuffixAutomaton {
         (self.doc_starts[i] as usize, end)
     }
 
+    /// The documents, oldest first (empty ones skipped).
+    pub fn documents(&self) -> impl Iterator<Item = &[u32]> {
+        let ends = self.doc_starts[1..]
+            .iter()
+            .map(|&e| e as usize)
+            .chain(std::iter::once(self.text.len()));
+        self.doc_starts
+            .iter()
+            .zip(ends)
+            .map(|(&s, e)| &self.text[s as usize..e])
+            .filter(|d| !d.is_empty())
+    }
+
     pub fn len(&self, s: StateId) -> usize {
         self.states[s as usize].len as usize
     }
@@ -108,6 +130,26 @@ impl SuffixAutomaton {
     pub fn recent_end(&self, s: StateId) -> Option<usize> {
         let e = self.states[s as usize].recent_end;
         (e != NONE).then_some(e as usize)
+    }
+
+    /// How often the strings of `s` occur (see the module docs for when this is a lower
+    /// bound).
+    pub fn count(&self, s: StateId) -> u32 {
+        self.states[s as usize].count
+    }
+
+    /// The transitions of `s`: (token, state), sorted by token.
+    pub fn transitions(&self, s: StateId) -> &[(u32, StateId)] {
+        &self.states[s as usize].next
+    }
+
+    /// Bytes held by the automaton and its text (allocations, not their rounding).
+    pub fn memory_bytes(&self) -> usize {
+        let edges: usize = self.states.iter().map(|s| s.next.capacity()).sum();
+        self.states.capacity() * std::mem::size_of::<State>()
+            + edges * std::mem::size_of::<(u32, u32)>()
+            + self.text.capacity() * 4
+            + self.doc_starts.capacity() * 4
     }
 
     pub fn next(&self, s: StateId, token: u32) -> Option<StateId> {
@@ -143,14 +185,21 @@ impl SuffixAutomaton {
         }
     }
 
-    /// Records `pos` as the recent end of `s` and a few of its suffix-link ancestors.
+    /// Records `pos` as an end of `s` and its suffix-link ancestors: the recent end of the
+    /// first `recent_depth` of them, the count of the first [`COUNT_DEPTH`].
     fn touch(&mut self, mut s: u32, pos: u32) {
-        for _ in 0..=self.recent_depth {
+        for depth in 0..=self.recent_depth.max(COUNT_DEPTH) {
             if s == 0 || s == NONE {
                 break;
             }
-            self.states[s as usize].recent_end = pos;
-            s = self.states[s as usize].link;
+            let st = &mut self.states[s as usize];
+            if depth <= self.recent_depth {
+                st.recent_end = pos;
+            }
+            if depth <= COUNT_DEPTH {
+                st.count = st.count.saturating_add(1);
+            }
+            s = st.link;
         }
     }
 
@@ -185,6 +234,7 @@ impl SuffixAutomaton {
             link: 0,
             first_end: pos,
             recent_end: pos,
+            count: 0,
             next: Vec::new(),
         });
         let mut p = last;

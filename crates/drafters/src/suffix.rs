@@ -221,11 +221,12 @@ impl Drafter for SuffixDrafter {
             let max = self.draft_len(len).min(budget);
             self.continuation(e, max);
             let mut s = match_confidence(len, 2.0) / (1.0 + rank as f32);
-            self.builder.add_path(&self.buf, Source::Suffix, |_| {
-                let v = s;
-                s *= decay;
-                v
-            });
+            self.builder
+                .add_path(&self.buf, Source::Suffix, len as u32, |_| {
+                    let v = s;
+                    s *= decay;
+                    v
+                });
         }
         // Follow the primary occurrence from now on (see `sticky`).
         self.sticky = self.ends.first().map(|&(e, _)| e);

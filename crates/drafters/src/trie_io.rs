@@ -15,12 +15,12 @@
 //! (parents first, no duplicate edges, counts positive and not above the parent's), so a
 //! corrupt or foreign file is an error, never a panic or a silently wrong pool.
 
-use std::fs::{self, File};
-use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::fs;
+use std::path::Path;
 use std::time::SystemTime;
 
 use crate::error::DraftError;
+use crate::file_io::{read_file, write_atomic, write_locked, FileLock};
 use crate::hash::fnv1a64;
 use crate::trie::{Trie, TrieConfig};
 
@@ -142,9 +142,7 @@ impl Trie {
     /// serialize, and share one temporary name (`.NAME.tmp`), so a save interrupted by a
     /// kill leaves at most that one file, which the next save overwrites.
     pub fn save(&self, path: impl AsRef<Path>) -> Result<(), DraftError> {
-        let path = path.as_ref();
-        let _lock = FileLock::exclusive(path)?;
-        self.write_locked(path)
+        write_atomic(path.as_ref(), &self.to_bytes())
     }
 
     /// Saves to a file other processes may save to as well. `last` is the stamp of the
@@ -166,62 +164,18 @@ impl Trie {
                 self.merge_max(&disk);
             }
         }
-        self.write_locked(path)?;
+        write_locked(path, &self.to_bytes())?;
         FileStamp::of(path).ok_or_else(|| DraftError::Io {
             path: path.into(),
             source: std::io::Error::other("saved file vanished"),
         })
     }
 
-    /// Temp, fsync, rename, directory fsync; the caller holds the lock.
-    fn write_locked(&self, path: &Path) -> Result<(), DraftError> {
-        let tmp = sibling(path, ".", ".tmp");
-        let result = (|| {
-            let mut f = File::create(&tmp).map_err(io_err(&tmp))?;
-            f.write_all(&self.to_bytes()).map_err(io_err(&tmp))?;
-            f.sync_all().map_err(io_err(&tmp))?;
-            fs::rename(&tmp, path).map_err(io_err(path))
-        })();
-        if result.is_err() {
-            let _ = fs::remove_file(&tmp);
-            return result;
-        }
-        // Persist the rename itself; not every platform lets a directory be opened.
-        let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
-        if let Ok(d) = File::open(dir.unwrap_or(Path::new("."))) {
-            let _ = d.sync_all();
-        }
-        Ok(())
-    }
-
     /// Reads a trie written by [`Trie::save`], with the default [`TrieConfig`]. Anything
     /// but a regular file (a directory, a FIFO that would block forever, a device) is
     /// refused before it is opened.
     pub fn load(path: impl AsRef<Path>) -> Result<Trie, DraftError> {
-        let path = path.as_ref();
-        let io = |source| DraftError::Io {
-            path: path.into(),
-            source,
-        };
-        let meta = fs::metadata(path).map_err(io)?;
-        if !meta.file_type().is_file() {
-            return Err(DraftError::NotAFile {
-                path: path.into(),
-                what: file_kind(&meta.file_type()),
-            });
-        }
-        // Look at the magic before reading a possibly large foreign file whole.
-        let mut f = File::open(path).map_err(io)?;
-        let mut head = Vec::with_capacity(MAGIC.len());
-        (&mut f)
-            .take(MAGIC.len() as u64)
-            .read_to_end(&mut head)
-            .map_err(io)?;
-        if !MAGIC.starts_with(&head) {
-            return Err(DraftError::BadMagic);
-        }
-        f.read_to_end(&mut head).map_err(io)?;
-        Trie::from_bytes(&head)
+        Trie::from_bytes(&read_file(path.as_ref(), &MAGIC)?)
     }
 
     /// [`Trie::load`] then [`Trie::check_vocab`].
@@ -253,67 +207,5 @@ impl FileStamp {
             len: m.len(),
             mtime: m.modified().ok(),
         })
-    }
-}
-
-/// What a non-regular file is, for messages (the model store has the same words for
-/// model files; neither crate depends on the other).
-fn file_kind(t: &fs::FileType) -> &'static str {
-    use std::os::unix::fs::FileTypeExt;
-    if t.is_dir() {
-        "directory"
-    } else if t.is_fifo() {
-        "FIFO"
-    } else if t.is_socket() {
-        "socket"
-    } else if t.is_block_device() || t.is_char_device() {
-        "device"
-    } else {
-        "special file"
-    }
-}
-
-fn io_err(p: &Path) -> impl FnOnce(std::io::Error) -> DraftError {
-    let p: PathBuf = p.into();
-    move |source| DraftError::Io { path: p, source }
-}
-
-/// `path` with its file name `NAME` turned into `{before}NAME{after}`.
-fn sibling(path: &Path, before: &str, after: &str) -> PathBuf {
-    let mut name = std::ffi::OsString::from(before);
-    name.push(path.file_name().unwrap_or_default());
-    name.push(after);
-    path.with_file_name(name)
-}
-
-/// An exclusive `flock` on `NAME.lock` beside a trie file, held until dropped. The lock
-/// file is left in place: removing it would let two savers lock different files.
-struct FileLock {
-    _file: File,
-}
-
-impl FileLock {
-    fn exclusive(path: &Path) -> Result<FileLock, DraftError> {
-        use std::os::fd::AsRawFd;
-        let lock = sibling(path, "", ".lock");
-        let f = fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock)
-            .map_err(io_err(&lock))?;
-        loop {
-            // SAFETY: flock on a descriptor this function owns; no memory is involved.
-            if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } == 0 {
-                return Ok(FileLock { _file: f });
-            }
-            let e = std::io::Error::last_os_error();
-            if e.kind() != std::io::ErrorKind::Interrupted {
-                return Err(DraftError::Io {
-                    path: lock,
-                    source: e,
-                });
-            }
-        }
     }
 }

@@ -94,8 +94,8 @@ impl<'m> Engine<'m> {
     /// cache, and the pool it fed is marked for saving.
     pub fn finish(&mut self, g: Generation<'_>) -> GenerateOutput {
         let spec = g.speculation();
-        // A trie drafter feeds its trie at the end of every request it served.
-        if spec.method.uses_trie() {
+        // A drafter of the pool's state feeds it at the end of every request it served.
+        if spec.method.uses_pool() {
             self.pools.mark_dirty(spec.pool.as_ref());
         }
         let scope = g.cache_scope().clone();
@@ -234,9 +234,9 @@ impl<'m> Engine<'m> {
 
     /// The drafter `spec` names, over its pool's trie (the global one without a pool).
     fn drafter_for(&mut self, spec: &Speculation) -> Result<Option<Box<dyn Drafter>>, EngineError> {
-        let pool = spec.pool.as_ref().filter(|_| spec.method.uses_trie());
-        let trie = self.pools.trie(pool)?;
-        Ok(spec.method.drafter(&trie))
+        let pool = spec.pool.as_ref().filter(|_| spec.method.uses_pool());
+        let pool = self.pools.pool(pool)?;
+        Ok(spec.method.drafter(&pool))
     }
 
     /// Generates with a drafter of the caller's (or none). With or without a drafter the

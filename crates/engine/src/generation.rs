@@ -22,6 +22,11 @@ use crate::EngineError;
 /// Prompt tokens evaluated per forward during prefill; any size gives the same bits.
 pub(crate) const PREFILL_CHUNK: usize = 128;
 
+/// Drafters propose this many times the nodes a step may verify, and the budget keeps the
+/// best by *learned* acceptance: drafters' own scores are not comparable across sources
+/// (an exact repeat's long copy and a short guess both score high), the rates are.
+const DRAFT_WIDTH: usize = 2;
+
 /// Receives text as it becomes final; returns `false` to cancel the request.
 pub type Sink<'a> = Box<dyn FnMut(&str) -> bool + 'a>;
 
@@ -252,22 +257,23 @@ impl<'a> Generation<'a> {
         let cap = self.policy.cap(remaining).min(room.saturating_sub(1));
         let t0 = Instant::now();
         let pending = *self.context.last().expect("the prompt is not empty");
+        let wide = cap.saturating_mul(DRAFT_WIDTH);
         let tree = match self.drafter.as_mut() {
             Some(d) if cap > 0 => {
-                let mut tree = d.draft(&self.context, cap);
+                let mut tree = d.draft(&self.context, wide);
                 if !tree.is_rooted_at(pending) {
                     // Not a tree for this step: its nodes would not continue the pending
                     // token, so none of it is verified.
                     tree = TokenTree::rooted(pending);
                 }
                 // DFS order keeps every kept node's parent.
-                tree.truncate(1 + cap);
+                tree.truncate(1 + wide);
                 tree
             }
             _ => TokenTree::rooted(pending),
         };
         // An undrafted tree is kept as it is and counted as a plain row.
-        let tree = self.policy.trim(tree, self.seq.len(), cost, load);
+        let tree = self.policy.trim(tree, cap, self.seq.len(), cost, load);
         self.stats.draft_time += t0.elapsed();
         Some(StepInput::Decode(tree))
     }

@@ -1,11 +1,12 @@
 //! Draft methods by name, as the CLI, benchmarks and server select them. A method's name
 //! is its drafter's name, so acceptance learned under one is found under the other.
 
-use std::sync::{Arc, Mutex};
-
 use specdec_drafters::{
-    Drafter, MixDrafter, ReferenceDrafter, SuffixDrafter, Trie, TrieDrafter, TrieDrafterConfig,
+    Drafter, HistoryDrafter, HistoryDrafterConfig, MixDrafter, ReferenceDrafter, SuffixDrafter,
+    TrieDrafter, TrieDrafterConfig,
 };
+
+use crate::pools::Pool;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum DraftMethod {
@@ -19,17 +20,20 @@ pub enum DraftMethod {
     Trie,
     /// A suffix automaton over prompt, references and output.
     Suffix,
+    /// The pool's suffix index of past requests' prompts and outputs (SuffixDecoding).
+    History,
     /// All of the above merged into one tree.
     Auto,
 }
 
 impl DraftMethod {
-    pub const ALL: [DraftMethod; 6] = [
+    pub const ALL: [DraftMethod; 7] = [
         DraftMethod::None,
         DraftMethod::Reference,
         DraftMethod::Prompt,
         DraftMethod::Trie,
         DraftMethod::Suffix,
+        DraftMethod::History,
         DraftMethod::Auto,
     ];
 
@@ -40,6 +44,7 @@ impl DraftMethod {
             DraftMethod::Prompt => "prompt",
             DraftMethod::Trie => "trie",
             DraftMethod::Suffix => "suffix",
+            DraftMethod::History => "history",
             DraftMethod::Auto => "auto",
         }
     }
@@ -54,9 +59,10 @@ impl DraftMethod {
             })
     }
 
-    /// A drafter for one request; `trie` is the trie (global or a pool's) the trie-based
-    /// methods read and feed.
-    pub fn drafter(self, trie: &Arc<Mutex<Trie>>) -> Option<Box<dyn Drafter>> {
+    /// A drafter for one request; `pool` (the global one or a named one) is what the
+    /// trie and history methods read and feed.
+    pub fn drafter(self, pool: &Pool) -> Option<Box<dyn Drafter>> {
+        let Pool { trie, history } = pool;
         match self {
             DraftMethod::None => None,
             DraftMethod::Reference => Some(Box::new(ReferenceDrafter::default())),
@@ -66,13 +72,23 @@ impl DraftMethod {
                 TrieDrafterConfig::default(),
             ))),
             DraftMethod::Suffix => Some(Box::new(SuffixDrafter::default())),
-            DraftMethod::Auto => Some(Box::new(MixDrafter::auto(Some(trie.clone())))),
+            DraftMethod::History => Some(Box::new(HistoryDrafter::new(
+                history.clone(),
+                HistoryDrafterConfig::default(),
+            ))),
+            DraftMethod::Auto => Some(Box::new(MixDrafter::auto(
+                Some(trie.clone()),
+                Some(history.clone()),
+            ))),
         }
     }
 
-    /// Whether the method's drafter reads and feeds a trie.
-    pub fn uses_trie(self) -> bool {
-        matches!(self, DraftMethod::Trie | DraftMethod::Auto)
+    /// Whether the method's drafter reads and feeds its pool (trie or history index).
+    pub fn uses_pool(self) -> bool {
+        matches!(
+            self,
+            DraftMethod::Trie | DraftMethod::History | DraftMethod::Auto
+        )
     }
 }
 
@@ -82,9 +98,9 @@ mod tests {
 
     #[test]
     fn a_method_and_its_drafter_carry_one_name() {
-        let trie = crate::pools::new_trie();
+        let pool = Pool::default();
         for m in DraftMethod::ALL {
-            let name = m.drafter(&trie).map_or("none", |d| d.name());
+            let name = m.drafter(&pool).map_or("none", |d| d.name());
             assert_eq!(name, m.name());
             assert_eq!(DraftMethod::parse(m.name()), Ok(m));
         }

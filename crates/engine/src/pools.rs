@@ -1,11 +1,12 @@
-//! Drafting state that outlives requests: the global trie and named pools, each a trie
-//! loaded lazily from its file and saved atomically when it learned something.
+//! Drafting state that outlives requests: the global pool and named pools, each a trie and
+//! a history index loaded lazily from their files (`NAME.trie`, `NAME.history`) and saved
+//! atomically when they learned something.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use specdec_drafters::{DraftError, FileStamp, Trie, TrieConfig};
+use specdec_drafters::{DraftError, FileStamp, HistoryConfig, HistoryIndex, Trie, TrieConfig};
 
 use crate::EngineError;
 
@@ -64,10 +65,60 @@ pub fn new_trie() -> Arc<Mutex<Trie>> {
     Arc::new(Mutex::new(Trie::new(TrieConfig::default())))
 }
 
+/// Where the history index of a pool whose trie is saved at `trie_file` is saved: the same
+/// name with the extension `history`.
+pub fn history_file(trie_file: &Path) -> PathBuf {
+    trie_file.with_extension("history")
+}
+
+/// The history index saved at `path` if that file exists, else an empty one.
+fn read_history(
+    path: Option<&Path>,
+    cfg: &HistoryConfig,
+    vocab: usize,
+) -> Result<HistoryIndex, DraftError> {
+    match path {
+        Some(p) if p.exists() => HistoryIndex::load(p, cfg.clone(), vocab),
+        _ => Ok(HistoryIndex::new(cfg.clone())),
+    }
+}
+
+/// What a pool's requests draft from and feed: the trie of token windows (Lookahead) and
+/// the history index of past prompts and outputs (SuffixDecoding). Cloning shares them.
+#[derive(Clone, Debug)]
+pub struct Pool {
+    pub trie: Arc<Mutex<Trie>>,
+    pub history: Arc<Mutex<HistoryIndex>>,
+}
+
+impl Default for Pool {
+    /// An empty pool with default limits.
+    fn default() -> Self {
+        Pool::new(Trie::new(TrieConfig::default()), HistoryIndex::default())
+    }
+}
+
+impl Pool {
+    pub fn new(trie: Trie, history: HistoryIndex) -> Self {
+        Pool {
+            trie: Arc::new(Mutex::new(trie)),
+            history: Arc::new(Mutex::new(history)),
+        }
+    }
+
+    /// A copy that shares nothing with this pool (a snapshot to restore later).
+    pub fn deep_clone(&self) -> Pool {
+        let trie = self.trie.lock().unwrap_or_else(PoisonError::into_inner);
+        let history = self.history.lock().unwrap_or_else(PoisonError::into_inner);
+        Pool::new(trie.clone(), history.clone())
+    }
+}
+
 /// One persisted drafting state.
 struct Store {
-    trie: Arc<Mutex<Trie>>,
-    /// Where it is saved (none: kept in memory only).
+    pool: Pool,
+    /// Where its trie is saved (none: kept in memory only); the history index beside it
+    /// ([`history_file`]).
     file: Option<PathBuf>,
     /// It learned from a request since it was loaded or saved.
     dirty: bool,
@@ -77,73 +128,92 @@ struct Store {
 }
 
 impl Store {
-    fn new(trie: Arc<Mutex<Trie>>, file: Option<PathBuf>, dirty: bool) -> Self {
+    fn new(pool: Pool, file: Option<PathBuf>, dirty: bool) -> Self {
         // Read before anything learns, so the stamp is the file the trie came from.
         let stamp = file.as_deref().and_then(FileStamp::of);
         Store {
-            trie,
+            pool,
             file,
             dirty,
             stamp,
         }
     }
 
+    /// Saves the trie (merged with what other processes saved there) and the history index
+    /// (last save wins); both must succeed for the state to count as saved.
     fn save(&mut self) -> Option<(PathBuf, Result<(), DraftError>)> {
         let file = self.file.as_ref().filter(|_| self.dirty)?;
-        let result = self
+        let trie = self
+            .pool
             .trie
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .save_shared(file, self.stamp);
-        let result = result.map(|stamp| {
+        let result = trie.and_then(|stamp| {
             self.stamp = Some(stamp);
-            self.dirty = false;
+            self.pool
+                .history
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .save(history_file(file))
         });
+        if result.is_ok() {
+            self.dirty = false;
+        }
         Some((file.clone(), result))
     }
 }
 
-/// The global trie and the named pools.
+/// The global pool and the named pools.
 pub struct Pools {
     global: Store,
-    /// Where pool `name` is kept, as `name.trie` (none: pools live in memory only).
+    /// Where pool `name` is kept, as `name.trie` and `name.history` (none: pools live in
+    /// memory only).
     dir: Option<PathBuf>,
     named: HashMap<PoolName, Store>,
     /// The model's vocabulary size: pool files are checked against it when loaded.
     vocab: Option<usize>,
+    /// Limits of the history indexes loaded or created from now on.
+    history: HistoryConfig,
 }
 
 /// One save attempt: the file and its outcome.
 pub type SaveResult = (PathBuf, Result<(), DraftError>);
 
 impl Pools {
-    /// `global` is saved to `global_file` (if any); named pools live in `dir` (if any).
-    pub fn new(
-        global: Arc<Mutex<Trie>>,
-        global_file: Option<PathBuf>,
-        dir: Option<PathBuf>,
-    ) -> Self {
+    /// `global` is saved to `global_file` (if any; its history index beside it); named
+    /// pools live in `dir` (if any).
+    pub fn new(global: Pool, global_file: Option<PathBuf>, dir: Option<PathBuf>) -> Self {
         Pools {
             global: Store::new(global, global_file, false),
             dir,
             named: HashMap::new(),
             vocab: None,
+            history: HistoryConfig::default(),
         }
     }
 
-    /// The global trie from `trie` (when the file exists, else empty), saved back there, and
-    /// the named pools of `dir`; trie files are checked against a vocabulary of `vocab`.
+    /// The global pool from `trie` and its history file (each when it exists, else
+    /// empty), saved back there, and the named pools of `dir`; files are checked against a
+    /// vocabulary of `vocab`, history indexes hold at most `history.max_tokens` each.
     pub fn open(
         trie: Option<&Path>,
         dir: Option<PathBuf>,
         vocab: usize,
+        history: HistoryConfig,
     ) -> Result<Self, EngineError> {
-        let global = load_trie(trie, vocab).map_err(|source| EngineError::Trie {
-            path: trie.map(Path::to_path_buf).unwrap_or_default(),
-            source,
-        })?;
+        let failed = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| EngineError::Trie { path, source }
+        };
+        let global_trie = read_trie(trie, vocab).map_err(failed(trie.unwrap_or(Path::new(""))))?;
+        let history_path = trie.map(history_file);
+        let global_history = read_history(history_path.as_deref(), &history, vocab)
+            .map_err(failed(history_path.as_deref().unwrap_or(Path::new(""))))?;
+        let global = Pool::new(global_trie, global_history);
         let mut pools = Pools::new(global, trie.map(Path::to_path_buf), dir);
         pools.set_vocab(vocab);
+        pools.history = history;
         Ok(pools)
     }
 
@@ -153,57 +223,60 @@ impl Pools {
         self.vocab = Some(vocab);
     }
 
-    /// Pools kept in memory only, with an empty global trie.
+    /// Pools kept in memory only, with an empty global pool.
     pub fn in_memory() -> Self {
-        Pools::new(new_trie(), None, None)
+        Pools::new(Pool::default(), None, None)
     }
 
-    pub fn global(&self) -> &Arc<Mutex<Trie>> {
-        &self.global.trie
+    pub fn global(&self) -> &Pool {
+        &self.global.pool
     }
 
-    /// The trie of `pool` (the global one for `None`), loading a named pool from its file
-    /// on first use; a pool with no file starts empty.
-    pub fn trie(&mut self, pool: Option<&PoolName>) -> Result<Arc<Mutex<Trie>>, EngineError> {
+    /// Pool `pool` (the global one for `None`), loading a named pool from its files on first
+    /// use; a pool with no files starts empty.
+    pub fn pool(&mut self, pool: Option<&PoolName>) -> Result<Pool, EngineError> {
         let Some(name) = pool else {
-            return Ok(self.global.trie.clone());
+            return Ok(self.global.pool.clone());
         };
         if let Some(s) = self.named.get(name) {
-            return Ok(s.trie.clone());
+            return Ok(s.pool.clone());
         }
-        let file = self.dir.as_ref().map(|d| d.join(format!("{name}.trie")));
-        let stamp = file.as_deref().and_then(FileStamp::of);
-        let trie =
-            read_trie(file.as_deref(), self.vocab.unwrap_or(usize::MAX)).map_err(|source| {
-                EngineError::Pool {
-                    pool: name.to_string(),
-                    source,
-                }
-            })?;
-        if stamp.is_some() {
+        let file = self.pool_file(name);
+        let vocab = self.vocab.unwrap_or(usize::MAX);
+        let failed = |source| EngineError::Pool {
+            pool: name.to_string(),
+            source,
+        };
+        let history_path = file.as_deref().map(history_file);
+        let loaded = read_trie(file.as_deref(), vocab).and_then(|trie| {
+            let history = read_history(history_path.as_deref(), &self.history, vocab)?;
+            Ok(Pool::new(trie, history))
+        });
+        let pool = loaded.map_err(failed)?;
+        let store = Store::new(pool.clone(), file, false);
+        if store.stamp.is_some() {
             tracing::info!("loaded drafting pool `{name}`");
         }
-        let trie = Arc::new(Mutex::new(trie));
-        self.named.insert(
-            name.clone(),
-            Store {
-                trie: trie.clone(),
-                file,
-                dirty: false,
-                stamp,
-            },
-        );
-        Ok(trie)
+        self.named.insert(name.clone(), store);
+        Ok(pool)
     }
 
-    /// Puts `trie` in place as pool `name` (replacing what it held), unsaved.
-    pub fn insert(&mut self, name: PoolName, trie: Trie) {
-        let file = self.dir.as_ref().map(|d| d.join(format!("{name}.trie")));
-        self.named
-            .insert(name, Store::new(Arc::new(Mutex::new(trie)), file, true));
+    /// The trie of `pool` (see [`Pools::pool`]).
+    pub fn trie(&mut self, pool: Option<&PoolName>) -> Result<Arc<Mutex<Trie>>, EngineError> {
+        self.pool(pool).map(|p| p.trie)
     }
 
-    /// Records that a request fed `pool` (the global trie for `None`).
+    fn pool_file(&self, name: &PoolName) -> Option<PathBuf> {
+        self.dir.as_ref().map(|d| d.join(format!("{name}.trie")))
+    }
+
+    /// Puts `pool` in place as pool `name` (replacing what it held), unsaved.
+    pub fn insert(&mut self, name: PoolName, pool: Pool) {
+        let file = self.pool_file(&name);
+        self.named.insert(name, Store::new(pool, file, true));
+    }
+
+    /// Records that a request fed `pool` (the global one for `None`).
     pub fn mark_dirty(&mut self, pool: Option<&PoolName>) {
         let store = match pool {
             None => Some(&mut self.global),
@@ -252,7 +325,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("specdec-pools-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let name = PoolName::parse("g1").unwrap();
-        let mut pools = Pools::new(new_trie(), None, Some(dir.clone()));
+        let mut pools = Pools::new(Pool::default(), None, Some(dir.clone()));
         assert!(pools.save_dirty().is_empty());
         let t = pools.trie(Some(&name)).unwrap();
         t.lock().unwrap().insert(&[1, 2, 3, 4]);
@@ -262,7 +335,7 @@ mod tests {
         assert_eq!(saved.len(), 1);
         assert!(saved[0].1.is_ok());
         assert!(pools.save_dirty().is_empty(), "clean after saving");
-        let mut again = Pools::new(new_trie(), None, Some(dir.clone()));
+        let mut again = Pools::new(Pool::default(), None, Some(dir.clone()));
         let t2 = again.trie(Some(&name)).unwrap();
         assert_eq!(*t2.lock().unwrap(), *t.lock().unwrap());
         let other = again.trie(Some(&PoolName::parse("g2").unwrap())).unwrap();
@@ -281,7 +354,7 @@ mod tests {
         let mut t = Trie::default();
         t.insert(&[1, 2, 60_000]);
         t.save(dir.join("g.trie")).unwrap();
-        let mut pools = Pools::new(new_trie(), None, Some(dir.clone()));
+        let mut pools = Pools::new(Pool::default(), None, Some(dir.clone()));
         pools.set_vocab(49_152);
         let e = pools
             .trie(Some(&PoolName::parse("g").unwrap()))
@@ -304,13 +377,17 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("global.trie");
         let open = || {
-            let trie = load_trie(Some(&file), 1000).unwrap();
-            Pools::new(trie, Some(file.clone()), None)
+            let trie = read_trie(Some(&file), 1000).unwrap();
+            Pools::new(
+                Pool::new(trie, HistoryIndex::default()),
+                Some(file.clone()),
+                None,
+            )
         };
         let (mut a, mut b) = (open(), open());
         for i in 0..100u32 {
-            a.global().lock().unwrap().insert(&[i, i + 1]);
-            b.global().lock().unwrap().insert(&[i + 500, i + 1]);
+            a.global().trie.lock().unwrap().insert(&[i, i + 1]);
+            b.global().trie.lock().unwrap().insert(&[i + 500, i + 1]);
             a.mark_dirty(None);
             b.mark_dirty(None);
             assert!(a.save_dirty()[0].1.is_ok());
@@ -321,6 +398,36 @@ mod tests {
             assert!(disk.count(&[i, i + 1]) >= 1, "a's path {i} lost");
             assert!(disk.count(&[i + 500, i + 1]) >= 1, "b's path {i} lost");
         }
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_pool_saves_and_loads_its_history_beside_its_trie() {
+        let dir = std::env::temp_dir().join(format!("specdec-pools-hist-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let name = PoolName::parse("g").unwrap();
+        let mut pools = Pools::new(Pool::default(), None, Some(dir.clone()));
+        let pool = pools.pool(Some(&name)).unwrap();
+        pool.history
+            .lock()
+            .unwrap()
+            .add_request(&[1, 2, 3], &[4, 5, 6]);
+        pools.mark_dirty(Some(&name));
+        assert!(pools.save_dirty().iter().all(|(_, r)| r.is_ok()));
+        assert!(dir.join("g.history").is_file());
+        let mut again = Pools::new(Pool::default(), None, Some(dir.clone()));
+        let back = again.pool(Some(&name)).unwrap();
+        assert_eq!(*back.history.lock().unwrap(), *pool.history.lock().unwrap());
+        let other = again.pool(Some(&PoolName::parse("h").unwrap())).unwrap();
+        assert!(
+            other.history.lock().unwrap().is_empty(),
+            "pools are separate"
+        );
+        // A damaged history file is an error naming the pool, not an empty pool.
+        std::fs::write(dir.join("g.history"), b"specdHIS garbage").unwrap();
+        let mut third = Pools::new(Pool::default(), None, Some(dir.clone()));
+        let e = third.pool(Some(&name)).unwrap_err();
+        assert!(e.to_string().contains('g'), "{e}");
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

@@ -4,13 +4,13 @@
 mod common;
 
 use common::{chat, fixture};
-use specdec_engine::{new_trie, DraftMethod, Engine, GenerateRequest, SamplingParams};
+use specdec_engine::{DraftMethod, Engine, GenerateRequest, Pool, SamplingParams};
 
 #[test]
 fn batched_generations_equal_each_alone() {
     let f = fixture();
     let mut engine = Engine::new(&f.model, &f.tokenizer);
-    let trie = new_trie();
+    let pool = Pool::default();
     let long = "Summarize: ".to_string() + &"The river flows to the sea. ".repeat(40);
     let cases = [
         ("Name three colors.", DraftMethod::None, 0.0, 24),
@@ -45,7 +45,7 @@ fn batched_generations_equal_each_alone() {
     let mut gens: Vec<_> = reqs
         .iter()
         .map(|(req, m)| {
-            let d = m.drafter(&trie).map(|d| d as Box<_>);
+            let d = m.drafter(&pool).map(|d| d as Box<_>);
             engine
                 .start_with(req.clone(), d, Box::new(|_| true))
                 .unwrap()

@@ -4,7 +4,7 @@
 mod common;
 
 use common::{chat, fixture};
-use specdec_engine::{new_trie, DraftMethod, Engine, GenerateRequest, SamplingParams};
+use specdec_engine::{DraftMethod, Engine, GenerateRequest, Pool, SamplingParams};
 
 const DOC: &str = "The with statement simplifies exception handling by encapsulating common \
 preparation and cleanup tasks. It calls the context manager's __enter__ method on entry and \
@@ -33,7 +33,7 @@ fn cases() -> Vec<(String, Vec<String>)> {
 fn every_draft_method_equals_plain_greedy_and_sampled() {
     let f = fixture();
     let mut engine = Engine::new(&f.model, &f.tokenizer);
-    let trie = new_trie();
+    let pool = Pool::default();
     let samplings = [
         SamplingParams::default(),
         SamplingParams {
@@ -56,7 +56,7 @@ fn every_draft_method_equals_plain_greedy_and_sampled() {
                 .collect();
             let plain = engine.generate(&req, &mut |_| true).unwrap();
             for m in DraftMethod::ALL.into_iter().skip(1) {
-                let mut d = m.drafter(&trie);
+                let mut d = m.drafter(&pool);
                 let out = engine
                     .generate_with(&req, d.as_deref_mut(), &mut |_| true)
                     .unwrap();
@@ -84,7 +84,7 @@ fn copying_prompts_are_decoded_in_fewer_forwards() {
         .map(|r| f.tokenizer.encode(r, false).unwrap())
         .collect();
     let plain = engine.generate(&req, &mut |_| true).unwrap();
-    let mut d = DraftMethod::Auto.drafter(&new_trie());
+    let mut d = DraftMethod::Auto.drafter(&Pool::default());
     let spec = engine
         .generate_with(&req, d.as_deref_mut(), &mut |_| true)
         .unwrap();

@@ -125,15 +125,21 @@ fn drafts_are_accepted_and_save_forwards_on_the_fake_target() {
     let req = request(&prompt, &[], &SamplingParams::default(), 50);
     let plain = engine.generate(&req, &mut |_| true).unwrap();
     for m in DraftMethod::ALL.into_iter().skip(1) {
-        let got = engine
-            .generate(&req.clone().speculate(m), &mut |_| true)
-            .unwrap();
-        assert_eq!(got.token_ids, plain.token_ids, "{}", m.name());
-        assert!(
-            got.spec.accepted_tokens > 0,
-            "{} never had a draft accepted",
-            m.name()
-        );
+        // The history method drafts from past requests: its first run only feeds it.
+        let runs = if m == DraftMethod::History { 2 } else { 1 };
+        for run in 1..=runs {
+            let got = engine
+                .generate(&req.clone().speculate(m), &mut |_| true)
+                .unwrap();
+            assert_eq!(got.token_ids, plain.token_ids, "{}", m.name());
+            if run == runs {
+                assert!(
+                    got.spec.accepted_tokens > 0,
+                    "{} never had a draft accepted",
+                    m.name()
+                );
+            }
+        }
     }
 }
 
@@ -365,7 +371,7 @@ fn a_pool_learns_only_from_its_own_requests() {
     let pools = engine.pools_mut();
     let ta = pools.trie(Some(&a)).unwrap();
     let tb = pools.trie(Some(&b)).unwrap();
-    let global = pools.global().clone();
+    let global = pools.global().trie.clone();
     assert!(!ta.lock().unwrap().is_empty(), "pool a learned nothing");
     assert!(
         tb.lock().unwrap().is_empty(),

@@ -9,7 +9,7 @@
 mod common;
 
 use common::{chat, fixture};
-use specdec_engine::{new_trie, DraftMethod, Engine, GenerateRequest, SamplingParams};
+use specdec_engine::{DraftMethod, Engine, GenerateRequest, Pool, SamplingParams};
 use specdec_workloads::{build, DataDirs, WorkloadKind};
 
 const PER_KIND: usize = 12;
@@ -36,17 +36,17 @@ fn requests() -> Vec<(String, GenerateRequest)> {
     out
 }
 
-/// Runs `reqs` together with `method`, one drafter per request, all sharing one trie.
+/// Runs `reqs` together with `method`, one drafter per request, all sharing one pool.
 fn run_batched(
     engine: &mut Engine<'_>,
     reqs: &[GenerateRequest],
     method: DraftMethod,
 ) -> Vec<Vec<u32>> {
-    let trie = new_trie();
+    let pool = Pool::default();
     let mut gens: Vec<_> = reqs
         .iter()
         .map(|r| {
-            let d = method.drafter(&trie);
+            let d = method.drafter(&pool);
             engine.start_with(r.clone(), d, Box::new(|_| true)).unwrap()
         })
         .collect();

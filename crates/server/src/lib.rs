@@ -51,8 +51,11 @@ pub struct ServerConfig {
     pub max_queue: usize,
     pub timeout: Duration,
     pub trie: Option<PathBuf>,
-    /// Folder of the named drafting pools (`NAME.trie` each; none: pools live in memory).
+    /// Folder of the named drafting pools (`NAME.trie` and `NAME.history` each; none:
+    /// pools live in memory).
     pub pools: Option<PathBuf>,
+    /// The most tokens each pool's history index holds (oldest requests evicted first).
+    pub history_tokens: usize,
     pub default_method: DraftMethod,
     pub default_max_draft: usize,
     /// Memory for finished requests' KV caches reused by requests sharing a prefix
@@ -137,6 +140,10 @@ impl Server {
             config.trie.as_deref(),
             config.pools.clone(),
             loaded.meta.config.vocab,
+            specdec_engine::HistoryConfig {
+                max_tokens: config.history_tokens,
+                ..specdec_engine::HistoryConfig::default()
+            },
         )?;
         let model = Arc::new(loaded.model);
         let metrics = Arc::new(metrics::Metrics::new(&frontend.model_id));

@@ -15,6 +15,8 @@ pub enum Source {
     Trie,
     /// A suffix structure over prompt, references and output.
     Suffix,
+    /// The suffix index of past requests' prompts and outputs (SuffixDecoding).
+    History,
     /// A draft model.
     Model,
 }
@@ -28,6 +30,7 @@ impl Source {
             Source::Output => "output",
             Source::Trie => "trie",
             Source::Suffix => "suffix",
+            Source::History => "history",
             Source::Model => "model",
         }
     }
@@ -42,6 +45,10 @@ pub struct Meta {
     /// The draft model's log-probability of the token, where a draft model proposed it
     /// (relaxed and beam verification read it); `None` for draft-free sources.
     pub logprob: Option<f32>,
+    /// For a copy, how many tokens of context the copied occurrence matched (a long match
+    /// predicts a long copy, and acceptance is learned per match length); 0 when the
+    /// source does not copy after a match.
+    pub match_len: u32,
 }
 
 impl Meta {
@@ -51,6 +58,16 @@ impl Meta {
             source,
             score,
             logprob: None,
+            match_len: 0,
+        }
+    }
+
+    /// A drafted copy of what followed an earlier occurrence matching `match_len` tokens
+    /// of context.
+    pub fn copied(source: Source, score: f32, match_len: u32) -> Self {
+        Meta {
+            match_len,
+            ..Meta::drafted(source, score)
         }
     }
 

@@ -1,6 +1,7 @@
 //! Integration tests of specdec-drafters (one binary: links once).
 
 mod common;
+mod history;
 mod mix;
 mod reference;
 mod suffix;

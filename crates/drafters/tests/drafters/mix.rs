@@ -39,7 +39,7 @@ impl Drafter for Fixed {
 fn tree_of(seqs: &[(Vec<u32>, f32)]) -> TokenTree {
     let mut b = TreeBuilder::new();
     for (s, score) in seqs {
-        b.add_path(s, Source::Prompt, |d| score * 0.9f32.powi(d as i32));
+        b.add_path(s, Source::Prompt, 0, |d| score * 0.9f32.powi(d as i32));
     }
     b.build(0, usize::MAX)
 }
@@ -94,12 +94,19 @@ fn identical_prefixes_merge_and_scores_combine() {
 }
 
 #[test]
-fn auto_mixes_reference_suffix_and_trie() {
+fn auto_mixes_reference_suffix_trie_and_history() {
     let trie = Arc::new(Mutex::new(Trie::default()));
-    let mut auto = MixDrafter::auto(Some(trie));
+    let history = Arc::new(Mutex::new(HistoryIndex::default()));
+    let mut auto = MixDrafter::auto(Some(trie), Some(history));
     assert_eq!(auto.name(), "auto");
-    assert_eq!(auto.part_names(), ["reference", "suffix", "trie"]);
-    assert_eq!(MixDrafter::auto(None).part_names(), ["reference", "suffix"]);
+    assert_eq!(
+        auto.part_names(),
+        ["reference", "suffix", "trie", "history"]
+    );
+    assert_eq!(
+        MixDrafter::auto(None, None).part_names(),
+        ["reference", "suffix"]
+    );
     let reference: Vec<u32> = (100..140).collect();
     auto.begin(&[1, 2, 100, 101], std::slice::from_ref(&reference));
     let tree = auto.draft(&[1, 2, 100, 101], 12);

@@ -13,7 +13,12 @@ fn token() -> impl Strategy<Value = u32> {
     prop_oneof![20 => 0u32..10, 1 => Just(u32::MAX)]
 }
 
-fn drafters(trie: &Arc<Mutex<Trie>>) -> Vec<Box<dyn Drafter>> {
+fn drafters(trie: &Arc<Mutex<Trie>>, history: &Arc<Mutex<HistoryIndex>>) -> Vec<Box<dyn Drafter>> {
+    let tiny_history = Arc::new(Mutex::new(HistoryIndex::new(HistoryConfig {
+        max_tokens: 30,
+        prompt_tail: 5,
+    })));
+    tiny_history.lock().unwrap().insert(&[2, 3, 1, 9]);
     let small = TrieConfig { max_nodes: 40 };
     let tiny_trie = Arc::new(Mutex::new(Trie::new(small)));
     let odd_only: CanStart = Arc::new(|t| t % 2 == 1);
@@ -43,8 +48,23 @@ fn drafters(trie: &Arc<Mutex<Trie>>) -> Vec<Box<dyn Drafter>> {
                 stream_output: false,
             },
         )),
-        Box::new(MixDrafter::auto(Some(trie.clone()))),
-        Box::new(MixDrafter::auto(None)),
+        Box::new(HistoryDrafter::new(
+            history.clone(),
+            HistoryDrafterConfig::default(),
+        )),
+        Box::new(HistoryDrafter::new(
+            tiny_history,
+            HistoryDrafterConfig {
+                min_match: 1,
+                max_depth: 3,
+                branching: 1,
+                min_share: 0.0,
+                window: 4,
+                ..HistoryDrafterConfig::default()
+            },
+        )),
+        Box::new(MixDrafter::auto(Some(trie.clone()), Some(history.clone()))),
+        Box::new(MixDrafter::auto(None, None)),
     ]
 }
 
@@ -59,7 +79,8 @@ proptest! {
         misuse in vec(token(), 0..30),
     ) {
         let trie = Arc::new(Mutex::new(Trie::default()));
-        for mut d in drafters(&trie) {
+        let history = Arc::new(Mutex::new(HistoryIndex::default()));
+        for mut d in drafters(&trie, &history) {
             // Two requests in a row: state must reset between them.
             for round in 0..2 {
                 d.begin(&prompt, &refs);
@@ -96,7 +117,13 @@ proptest! {
 #[test]
 fn budget_zero_is_empty_and_names_are_stable() {
     let trie = Arc::new(Mutex::new(Trie::default()));
-    let names: Vec<&str> = drafters(&trie).iter().map(|d| d.name()).collect();
+    // What an earlier request left, so that every drafter has something to draft from.
+    let history = Arc::new(Mutex::new(HistoryIndex::default()));
+    history
+        .lock()
+        .unwrap()
+        .insert(&[1, 2, 3, 1, 2, 3, 1, 2, 3, 4, 5]);
+    let names: Vec<&str> = drafters(&trie, &history).iter().map(|d| d.name()).collect();
     assert_eq!(
         names,
         [
@@ -107,11 +134,13 @@ fn budget_zero_is_empty_and_names_are_stable() {
             "suffix",
             "trie",
             "trie",
+            "history",
+            "history",
             "auto",
             "auto"
         ]
     );
-    for mut d in drafters(&trie) {
+    for mut d in drafters(&trie, &history) {
         let p = [1, 2, 3, 1, 2, 3, 1, 2];
         d.begin(&p, &[]);
         d.observe(&[3]);

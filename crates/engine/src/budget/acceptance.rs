@@ -1,12 +1,18 @@
-//! Acceptance rates: keyed per (source, confidence of the branch, depth, first-or-later
-//! sibling), learned online per request and carried across requests per drafter.
+//! Acceptance rates: keyed per (source, evidence of the branch, depth, first-or-later
+//! sibling), learned online per request and carried across requests per drafter. The
+//! evidence is the match length behind a copy where the drafter gives one (a copy after a
+//! 300-token match is accepted far more often than one after 3), else the drafter's score.
 
 use specdec_drafters::{Source, TokenTree};
 
 pub(super) const DEPTHS: usize = 16;
-pub(super) const SOURCES: usize = 7;
-/// Buckets of the drafter's score of a branch's first node.
-pub(super) const CONFIDENCES: usize = 4;
+pub(super) const SOURCES: usize = 8;
+/// Buckets of a branch's evidence: 4 of the drafter's score of its first node, then 4 of
+/// the match length behind it.
+pub(super) const EVIDENCE: usize = 8;
+/// Before any observation, the acceptance rate of each evidence bucket's first depth:
+/// stronger scores and longer matches are trusted more.
+pub(super) const EVIDENCE_PRIOR: [f64; EVIDENCE] = [0.3, 0.45, 0.6, 0.75, 0.45, 0.6, 0.8, 0.9];
 /// Observations' worth of the prior behind every acceptance rate.
 pub(super) const PRIOR_WEIGHT: f64 = 2.0;
 /// At most this many observations' worth of earlier requests' evidence starts a request,
@@ -21,41 +27,48 @@ pub(super) fn source_index(s: Source) -> usize {
         Source::Trie => 3,
         Source::Suffix => 4,
         Source::Model => 5,
+        Source::History => 6,
         // Never drafted (the root is not keyed); a slot of its own all the same.
-        Source::Root => 6,
+        Source::Root => 7,
     }
 }
 
-pub(super) fn confidence_bucket(score: f32) -> usize {
-    match score {
-        s if s < 0.4 => 0,
-        s if s < 0.6 => 1,
-        s if s < 0.8 => 2,
-        _ => 3,
+/// The evidence bucket of a branch whose first node has `score` and was copied after a
+/// match of `match_len` tokens (0: not a copy after a match).
+pub(super) fn evidence_bucket(score: f32, match_len: u32) -> usize {
+    match (match_len, score) {
+        (0, s) if s < 0.4 => 0,
+        (0, s) if s < 0.6 => 1,
+        (0, s) if s < 0.8 => 2,
+        (0, _) => 3,
+        (1..=3, _) => 4,
+        (4..=15, _) => 5,
+        (16..=63, _) => 6,
+        _ => 7,
     }
 }
 
 /// Every drafted node's rate key, indexed by node (the root's entry is unused), in one
-/// pass over the DFS-ordered rooted tree: (source, confidence of its branch (the score of
-/// its depth-1 ancestor), depth) row, and whether it is its parent's first child (the
-/// lowest index among its siblings).
+/// pass over the DFS-ordered rooted tree: (source, evidence of its branch (that of its
+/// depth-1 ancestor), depth) row, and whether it is its parent's first child (the lowest
+/// index among its siblings).
 pub(super) fn keys(tree: &TokenTree) -> Vec<(usize, usize)> {
     let n = tree.len();
     let depth = tree.depths();
     let meta = tree.meta();
-    let mut branch_score = vec![0f32; n];
+    let mut branch = vec![0usize; n];
     let mut has_first = vec![false; n];
     let mut keys = vec![(0, 0); n];
     for i in 1..n {
         let p = tree.parent(i).unwrap_or(0);
         let r = if p == 0 {
-            meta[i].score
+            evidence_bucket(meta[i].score, meta[i].match_len)
         } else {
-            branch_score[p]
+            branch[p]
         };
-        branch_score[i] = r;
+        branch[i] = r;
         let first = !std::mem::replace(&mut has_first[p], true);
-        let row = source_index(meta[i].source) * CONFIDENCES + confidence_bucket(r);
+        let row = source_index(meta[i].source) * EVIDENCE + r;
         let d = depth[i].max(1);
         keys[i] = (row * DEPTHS + (d - 1).min(DEPTHS - 1), usize::from(!first));
     }
@@ -76,7 +89,7 @@ pub struct AcceptanceMemory {
 impl Default for AcceptanceMemory {
     fn default() -> Self {
         AcceptanceMemory {
-            rates: vec![[(0.0, 0.0); 2]; SOURCES * CONFIDENCES * DEPTHS],
+            rates: vec![[(0.0, 0.0); 2]; SOURCES * EVIDENCE * DEPTHS],
         }
     }
 }

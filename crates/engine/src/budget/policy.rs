@@ -3,8 +3,8 @@
 use specdec_drafters::TokenTree;
 
 use super::acceptance::{
-    keys, AcceptanceMemories, AcceptanceMemory, Rates, CONFIDENCES, DEPTHS, INHERITED_WEIGHT,
-    PRIOR_WEIGHT, SOURCES,
+    keys, AcceptanceMemories, AcceptanceMemory, Rates, DEPTHS, EVIDENCE, EVIDENCE_PRIOR,
+    INHERITED_WEIGHT, PRIOR_WEIGHT, SOURCES,
 };
 use super::cost::{BatchLoad, CostModel};
 
@@ -15,7 +15,7 @@ pub(super) const PROBE_NODES: usize = 3;
 /// Acceptance rates and the trimming decision of one request.
 #[derive(Clone, Debug)]
 pub struct BudgetPolicy {
-    /// [source][confidence][depth][first sibling?]: (accepted, offered), decayed.
+    /// [source][evidence][depth][first sibling?]: (accepted, offered), decayed.
     pub(super) rates: Vec<[(f64, f64); 2]>,
     idle_steps: usize,
     max_nodes: usize,
@@ -24,7 +24,7 @@ pub struct BudgetPolicy {
 impl BudgetPolicy {
     pub fn new(max_nodes: usize) -> Self {
         BudgetPolicy {
-            rates: vec![[(0.0, 0.0); 2]; SOURCES * CONFIDENCES * DEPTHS],
+            rates: vec![[(0.0, 0.0); 2]; SOURCES * EVIDENCE * DEPTHS],
             idle_steps: 0,
             max_nodes,
         }
@@ -53,14 +53,13 @@ impl BudgetPolicy {
     }
 
     /// Acceptance rate of a key: its own evidence, shrunk towards the rate one level up
-    /// (or, at the first level, a prior that grows with the branch's confidence) with the
-    /// weight of two observations, so a depth never reached yet inherits the acceptance
-    /// seen just above it.
+    /// (or, at the first level, a prior that grows with the branch's score or match
+    /// length) with the weight of two observations, so a depth never reached yet inherits
+    /// the acceptance seen just above it.
     fn rate(&self, k: (usize, usize)) -> f64 {
         let (a, o) = self.rates[k.0][k.1];
         let prior = if k.0.is_multiple_of(DEPTHS) {
-            // Before evidence, trust stronger matches more.
-            [0.3, 0.45, 0.6, 0.75][(k.0 / DEPTHS) % CONFIDENCES]
+            EVIDENCE_PRIOR[(k.0 / DEPTHS) % EVIDENCE]
         } else {
             self.rate((k.0 - 1, k.1))
         };
@@ -72,11 +71,13 @@ impl BudgetPolicy {
     /// batch's: `(load.expected + 1 + E) / cost(load.rows + 1 + k)`, so a draft that pays
     /// alone can be dropped when other rows already fill the forward.
     ///
+    /// At most `limit` drafted nodes are kept (and never more than the request's cap).
     /// `tree` is rooted (node 0 the pending token); the root is always kept, and the kept
     /// drafted nodes stay in their order, renumbered.
     pub fn trim(
         &mut self,
         mut tree: TokenTree,
+        limit: usize,
         ctx: usize,
         cost: &CostModel,
         load: &mut BatchLoad,
@@ -100,7 +101,8 @@ impl BudgetPolicy {
         let batch_ctx = (load.ctx_sum + ctx) / (load.rows + 1);
         let (mut best_k, mut best_rate) = (0, base / cost.relative(load.rows + 1, batch_ctx));
         let mut expected = 0.0;
-        for (k, &i) in order.iter().enumerate().take(self.max_nodes) {
+        let limit = limit.min(self.max_nodes);
+        for (k, &i) in order.iter().enumerate().take(limit) {
             expected += reach[i];
             let rate = (base + expected) / cost.relative(load.rows + k + 2, batch_ctx);
             if rate > best_rate * 1.01 {
@@ -114,7 +116,7 @@ impl BudgetPolicy {
                 tree.truncate(1);
                 return tree;
             }
-            best_k = PROBE_NODES.min(tree.drafted());
+            best_k = PROBE_NODES.min(tree.drafted()).min(limit);
         } else {
             self.idle_steps = 0;
         }

@@ -30,7 +30,7 @@ fn poor_acceptance_turns_drafting_off_and_good_acceptance_on() {
     }
     let kept: Vec<usize> = (0..PROBE_EVERY)
         .map(|_| {
-            p.trim(chain(8), 100, &cost, &mut BatchLoad::default())
+            p.trim(chain(8), 32, 100, &cost, &mut BatchLoad::default())
                 .drafted()
         })
         .collect();
@@ -42,7 +42,7 @@ fn poor_acceptance_turns_drafting_off_and_good_acceptance_on() {
         p.observe(&chain(16), &first(16));
     }
     assert!(
-        p.trim(chain(16), 100, &cost, &mut BatchLoad::default())
+        p.trim(chain(16), 32, 100, &cost, &mut BatchLoad::default())
             .drafted()
             >= 8
     );
@@ -56,6 +56,7 @@ fn trimming_keeps_a_connected_prefix_in_dfs_order() {
     }
     let t = p.trim(
         chain(12),
+        32,
         100,
         &CostModel::default(),
         &mut BatchLoad::default(),
@@ -75,9 +76,9 @@ fn a_new_request_inherits_earlier_acceptance_with_bounded_weight() {
     let mut memory = AcceptanceMemory::default();
     memory.learn(&done);
     let cost = CostModel::default();
-    let fresh = BudgetPolicy::new(32).trim(chain(16), 100, &cost, &mut BatchLoad::default());
+    let fresh = BudgetPolicy::new(32).trim(chain(16), 32, 100, &cost, &mut BatchLoad::default());
     let mut informed = BudgetPolicy::inheriting(32, &memory);
-    let kept = informed.trim(chain(16), 100, &cost, &mut BatchLoad::default());
+    let kept = informed.trim(chain(16), 32, 100, &cost, &mut BatchLoad::default());
     assert!(
         kept.drafted() > fresh.drafted(),
         "{} vs {}",
@@ -88,7 +89,7 @@ fn a_new_request_inherits_earlier_acceptance_with_bounded_weight() {
     for _ in 0..40 {
         informed.observe(&chain(8), &[]);
     }
-    let after = informed.trim(chain(16), 100, &cost, &mut BatchLoad::default());
+    let after = informed.trim(chain(16), 32, 100, &cost, &mut BatchLoad::default());
     assert!(after.drafted() <= PROBE_NODES, "{} nodes", after.drafted());
 }
 
@@ -102,7 +103,7 @@ fn requests_inherit_only_from_their_own_drafter() {
     memories.learn("prompt", &rejected);
     let cost = CostModel::default();
     let kept = |mut p: BudgetPolicy| {
-        p.trim(chain(16), 100, &cost, &mut BatchLoad::default())
+        p.trim(chain(16), 32, 100, &cost, &mut BatchLoad::default())
             .drafted()
     };
     let fresh = kept(BudgetPolicy::new(32));

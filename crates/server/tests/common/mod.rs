@@ -25,6 +25,7 @@ pub fn config() -> ServerConfig {
         timeout: Duration::from_secs(120),
         trie: None,
         pools: None,
+        history_tokens: 1 << 20,
         default_method: DraftMethod::Auto,
         default_max_draft: 32,
         prefix_cache_bytes: 64 << 20,

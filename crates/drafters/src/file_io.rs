@@ -1,0 +1,128 @@
+//! Files of drafting state (tries, history indexes): atomic saves under a lock, and reads
+//! that refuse anything but a regular file of the expected kind.
+
+use std::fs::{self, File};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+use crate::error::DraftError;
+
+/// Writes `bytes` to `path` atomically: a temporary file in the same directory, fsync,
+/// rename over `path`, fsync of the directory; a crash leaves the old file or the new one.
+/// The caller holds the file's [`FileLock`], so savers share one temporary name
+/// (`.NAME.tmp`) and a save interrupted by a kill leaves at most that one file.
+pub(crate) fn write_locked(path: &Path, bytes: &[u8]) -> Result<(), DraftError> {
+    let tmp = sibling(path, ".", ".tmp");
+    let result = (|| {
+        let mut f = File::create(&tmp).map_err(io_err(&tmp))?;
+        f.write_all(bytes).map_err(io_err(&tmp))?;
+        f.sync_all().map_err(io_err(&tmp))?;
+        fs::rename(&tmp, path).map_err(io_err(path))
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+        return result;
+    }
+    // Persist the rename itself; not every platform lets a directory be opened.
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+    if let Ok(d) = File::open(dir.unwrap_or(Path::new("."))) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+/// [`write_locked`] under the file's lock.
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), DraftError> {
+    let _lock = FileLock::exclusive(path)?;
+    write_locked(path, bytes)
+}
+
+/// The bytes of the regular file at `path`, which must start with `magic`. Anything but a
+/// regular file (a directory, a FIFO that would block forever, a device) is refused before
+/// it is opened, and a foreign file is refused before it is read whole.
+pub(crate) fn read_file(path: &Path, magic: &[u8]) -> Result<Vec<u8>, DraftError> {
+    let io = |source| DraftError::Io {
+        path: path.into(),
+        source,
+    };
+    let meta = fs::metadata(path).map_err(io)?;
+    if !meta.file_type().is_file() {
+        return Err(DraftError::NotAFile {
+            path: path.into(),
+            what: file_kind(&meta.file_type()),
+        });
+    }
+    let mut f = File::open(path).map_err(io)?;
+    let mut bytes = Vec::with_capacity(magic.len());
+    (&mut f)
+        .take(magic.len() as u64)
+        .read_to_end(&mut bytes)
+        .map_err(io)?;
+    if !magic.starts_with(&bytes) {
+        return Err(DraftError::BadMagic);
+    }
+    f.read_to_end(&mut bytes).map_err(io)?;
+    Ok(bytes)
+}
+
+/// What a non-regular file is, for messages (the model store has the same words for
+/// model files; neither crate depends on the other).
+fn file_kind(t: &fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_dir() {
+        "directory"
+    } else if t.is_fifo() {
+        "FIFO"
+    } else if t.is_socket() {
+        "socket"
+    } else if t.is_block_device() || t.is_char_device() {
+        "device"
+    } else {
+        "special file"
+    }
+}
+
+fn io_err(p: &Path) -> impl FnOnce(std::io::Error) -> DraftError {
+    let p: PathBuf = p.into();
+    move |source| DraftError::Io { path: p, source }
+}
+
+/// `path` with its file name `NAME` turned into `{before}NAME{after}`.
+fn sibling(path: &Path, before: &str, after: &str) -> PathBuf {
+    let mut name = std::ffi::OsString::from(before);
+    name.push(path.file_name().unwrap_or_default());
+    name.push(after);
+    path.with_file_name(name)
+}
+
+/// An exclusive `flock` on `NAME.lock` beside a state file, held until dropped. The lock
+/// file is left in place: removing it would let two savers lock different files.
+pub(crate) struct FileLock {
+    _file: File,
+}
+
+impl FileLock {
+    pub(crate) fn exclusive(path: &Path) -> Result<FileLock, DraftError> {
+        use std::os::fd::AsRawFd;
+        let lock = sibling(path, "", ".lock");
+        let f = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock)
+            .map_err(io_err(&lock))?;
+        loop {
+            // SAFETY: flock on a descriptor this function owns; no memory is involved.
+            if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } == 0 {
+                return Ok(FileLock { _file: f });
+            }
+            let e = std::io::Error::last_os_error();
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                return Err(DraftError::Io {
+                    path: lock,
+                    source: e,
+                });
+            }
+        }
+    }
+}

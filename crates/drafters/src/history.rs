@@ -1,0 +1,430 @@
+//! The history index: a suffix automaton over past requests' prompts and outputs, shared by
+//! every request of a pool (SuffixDecoding's global tree, as an automaton).
+//!
+//! Each finished request adds one document: the tail of its prompt followed by its output,
+//! so a later request whose prompt repeats an earlier one matches into the earlier output
+//! from its first token, and one whose output repeats a stretch of an earlier output
+//! matches there. The automaton gives the longest match of any length in O(1) amortized per
+//! token and counts how often each continuation followed it.
+//!
+//! Memory is bounded by a token cap: when a document would exceed it, the oldest documents
+//! are dropped until the index holds at most three quarters of the cap, and the automaton
+//! is rebuilt from the rest (amortized O(1) per token inserted). Exact duplicates of a
+//! document already held are not added again.
+//!
+//! File format, version 1, little-endian:
+//! ```text
+//! magic    8 bytes  "specdHIS"
+//! version  u32      1
+//! reserved u32      0
+//! docs     u64      documents, oldest first
+//! tokens   u64      tokens of all documents
+//! lengths  docs × u32
+//! text     tokens × u32
+//! checksum u64      FNV-1a of every byte before it
+//! ```
+
+use std::collections::{HashSet, VecDeque};
+use std::path::Path;
+
+use crate::error::DraftError;
+use crate::file_io::{read_file, write_atomic};
+use crate::hash::fnv1a64;
+use crate::sam::{Matcher, StateId, SuffixAutomaton};
+
+const MAGIC: [u8; 8] = *b"specdHIS";
+const VERSION: u32 = 1;
+const HEADER: usize = 32;
+const TRAILER: usize = 8;
+
+/// Suffix links per token that keep recent end positions exact (what the automaton of a
+/// single request uses; the index reads counts, not positions).
+const RECENT_DEPTH: usize = 4;
+
+/// Settings of a [`HistoryIndex`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HistoryConfig {
+    /// The most tokens held (all documents together).
+    pub max_tokens: usize,
+    /// Prompt tokens kept before each output: enough to recognise a repeated request by
+    /// the end of its prompt (the question, the template's assistant header).
+    pub prompt_tail: usize,
+}
+
+impl Default for HistoryConfig {
+    fn default() -> Self {
+        HistoryConfig {
+            max_tokens: 1 << 20,
+            prompt_tail: 256,
+        }
+    }
+}
+
+/// A suffix index of past requests (see the module docs).
+#[derive(Clone, Debug)]
+pub struct HistoryIndex {
+    cfg: HistoryConfig,
+    sam: SuffixAutomaton,
+    /// Length and hash of every document held, oldest first.
+    docs: VecDeque<(usize, u64)>,
+    hashes: HashSet<u64>,
+    tokens: usize,
+    /// Changes whenever the automaton does: a matcher made before a change must start over.
+    epoch: u64,
+}
+
+impl Default for HistoryIndex {
+    fn default() -> Self {
+        Self::new(HistoryConfig::default())
+    }
+}
+
+impl PartialEq for HistoryIndex {
+    /// Same documents in the same order (the automaton follows from them).
+    fn eq(&self, other: &Self) -> bool {
+        self.docs == other.docs && self.sam.text() == other.sam.text()
+    }
+}
+
+fn doc_hash(doc: &[u32]) -> u64 {
+    let bytes: Vec<u8> = doc.iter().flat_map(|t| t.to_le_bytes()).collect();
+    fnv1a64(&bytes) ^ (doc.len() as u64).rotate_left(32)
+}
+
+impl HistoryIndex {
+    pub fn new(cfg: HistoryConfig) -> Self {
+        HistoryIndex {
+            cfg,
+            sam: SuffixAutomaton::new(RECENT_DEPTH),
+            docs: VecDeque::new(),
+            hashes: HashSet::new(),
+            tokens: 0,
+            epoch: 0,
+        }
+    }
+
+    pub fn config(&self) -> &HistoryConfig {
+        &self.cfg
+    }
+
+    /// Tokens held.
+    pub fn tokens(&self) -> usize {
+        self.tokens
+    }
+
+    /// Documents held.
+    pub fn documents(&self) -> usize {
+        self.docs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.docs.is_empty()
+    }
+
+    /// Changes with every change of the index (see [`HistoryIndex::matcher_at`]).
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    pub fn automaton(&self) -> &SuffixAutomaton {
+        &self.sam
+    }
+
+    /// Bytes the index holds (automaton, text and bookkeeping).
+    pub fn memory_bytes(&self) -> usize {
+        self.sam.memory_bytes()
+            + self.docs.capacity() * std::mem::size_of::<(usize, u64)>()
+            + self.hashes.capacity() * 16
+    }
+
+    /// Adds a finished request: the last `prompt_tail` tokens of `prompt`, then `output`.
+    /// Returns whether anything was added (an empty output or an exact repeat is not).
+    pub fn add_request(&mut self, prompt: &[u32], output: &[u32]) -> bool {
+        if output.is_empty() {
+            return false;
+        }
+        let tail = &prompt[prompt.len().saturating_sub(self.cfg.prompt_tail)..];
+        let mut doc = Vec::with_capacity(tail.len() + output.len());
+        doc.extend_from_slice(tail);
+        doc.extend_from_slice(output);
+        self.insert(&doc)
+    }
+
+    /// Adds one document (its last `max_tokens` tokens if longer), evicting the oldest
+    /// documents if the cap requires; an exact duplicate of a held document is skipped.
+    pub fn insert(&mut self, doc: &[u32]) -> bool {
+        let doc = &doc[doc.len().saturating_sub(self.cfg.max_tokens)..];
+        if doc.is_empty() {
+            return false;
+        }
+        let hash = doc_hash(doc);
+        if !self.hashes.insert(hash) {
+            return false;
+        }
+        if self.tokens + doc.len() > self.cfg.max_tokens {
+            self.evict_for(doc.len());
+        }
+        self.push_doc(doc);
+        self.docs.push_back((doc.len(), hash));
+        self.epoch += 1;
+        true
+    }
+
+    fn push_doc(&mut self, doc: &[u32]) {
+        self.sam.start_document();
+        for &t in doc {
+            self.sam.push(t);
+        }
+        self.tokens += doc.len();
+    }
+
+    /// Drops the oldest documents until `incoming` more tokens leave the index at most
+    /// three quarters full (so the rebuild is paid once per quarter of the cap), then
+    /// rebuilds the automaton from what is left.
+    fn evict_for(&mut self, incoming: usize) {
+        let target = (self.cfg.max_tokens / 4 * 3).max(incoming);
+        let mut drop_tokens = 0;
+        while self.tokens - drop_tokens + incoming > target {
+            let Some((len, hash)) = self.docs.pop_front() else {
+                break;
+            };
+            self.hashes.remove(&hash);
+            drop_tokens += len;
+        }
+        let kept: Vec<u32> = self.sam.text()[drop_tokens..].to_vec();
+        self.sam = SuffixAutomaton::new(RECENT_DEPTH);
+        self.tokens = 0;
+        let mut at = 0;
+        let lens: Vec<usize> = self.docs.iter().map(|&(l, _)| l).collect();
+        for len in lens {
+            self.push_doc(&kept[at..at + len]);
+            at += len;
+        }
+    }
+
+    /// The longest suffix of `context` that occurs in the index (looking at most `window`
+    /// tokens back), as a matcher positioned there.
+    pub fn matcher_at(&self, context: &[u32], window: usize) -> Matcher {
+        let mut m = Matcher::new();
+        for &t in &context[context.len().saturating_sub(window)..] {
+            m.advance(&self.sam, t);
+        }
+        m
+    }
+
+    /// Length of the longest suffix of `context` that occurs in a document.
+    pub fn longest_match(&self, context: &[u32]) -> usize {
+        self.matcher_at(context, context.len()).len
+    }
+
+    /// Continuations of state `s`: (token, next state, how often it followed), most
+    /// frequent first (ties: smaller token first).
+    pub fn continuations(&self, s: StateId, out: &mut Vec<(u32, StateId, u32)>) {
+        out.clear();
+        out.extend(
+            self.sam
+                .transitions(s)
+                .iter()
+                .map(|&(t, n)| (t, n, self.sam.count(n))),
+        );
+        out.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)));
+    }
+
+    /// The file image of the index (see the module docs).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let text = self.sam.text();
+        let mut b = Vec::with_capacity(HEADER + 4 * (self.docs.len() + text.len()) + TRAILER);
+        b.extend_from_slice(&MAGIC);
+        b.extend_from_slice(&VERSION.to_le_bytes());
+        b.extend_from_slice(&0u32.to_le_bytes());
+        b.extend_from_slice(&(self.docs.len() as u64).to_le_bytes());
+        b.extend_from_slice(&(text.len() as u64).to_le_bytes());
+        for &(len, _) in &self.docs {
+            b.extend_from_slice(&(len as u32).to_le_bytes());
+        }
+        for &t in text {
+            b.extend_from_slice(&t.to_le_bytes());
+        }
+        let sum = fnv1a64(&b);
+        b.extend_from_slice(&sum.to_le_bytes());
+        b
+    }
+
+    /// Parses a file image into an index with settings `cfg` (documents beyond its cap are
+    /// evicted oldest first, as if inserted one by one).
+    pub fn from_bytes(b: &[u8], cfg: HistoryConfig) -> Result<HistoryIndex, DraftError> {
+        let found = b.len() as u64;
+        let short = || DraftError::Truncated {
+            expected: (HEADER + TRAILER) as u64,
+            found,
+        };
+        if b.len() < MAGIC.len() && MAGIC.starts_with(b) {
+            return Err(short());
+        }
+        if b.len() < MAGIC.len() || b[..8] != MAGIC {
+            return Err(DraftError::BadMagic);
+        }
+        if b.len() < HEADER + TRAILER {
+            return Err(short());
+        }
+        let u32_at = |at: usize| u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"));
+        let u64_at = |at: usize| u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"));
+        let version = u32_at(8);
+        if version != VERSION {
+            return Err(DraftError::UnsupportedVersion {
+                found: version,
+                expected: VERSION,
+            });
+        }
+        let (docs, tokens) = (u64_at(16), u64_at(24));
+        let expected = docs
+            .checked_add(tokens)
+            .and_then(|n| n.checked_mul(4))
+            .and_then(|n| n.checked_add((HEADER + TRAILER) as u64))
+            .unwrap_or(u64::MAX);
+        if expected != found {
+            return Err(DraftError::Truncated { expected, found });
+        }
+        let body = b.len() - TRAILER;
+        let (stored, computed) = (u64_at(body), fnv1a64(&b[..body]));
+        if stored != computed {
+            return Err(DraftError::Checksum { stored, computed });
+        }
+        if u32_at(12) != 0 {
+            return Err(DraftError::Malformed(
+                "reserved header field is not zero".into(),
+            ));
+        }
+        let lens: Vec<usize> = (0..docs as usize)
+            .map(|i| u32_at(HEADER + 4 * i) as usize)
+            .collect();
+        if lens.iter().sum::<usize>() as u64 != tokens || lens.contains(&0) {
+            return Err(DraftError::Malformed(
+                "document lengths do not add up to the token count (or one is empty)".into(),
+            ));
+        }
+        let text_at = HEADER + 4 * docs as usize;
+        let text: Vec<u32> = b[text_at..body]
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")))
+            .collect();
+        let mut index = HistoryIndex::new(cfg);
+        let mut at = 0;
+        for len in lens {
+            index.insert(&text[at..at + len]);
+            at += len;
+        }
+        Ok(index)
+    }
+
+    /// The largest token id held, if any.
+    pub fn max_token(&self) -> Option<u32> {
+        self.sam.text().iter().copied().max()
+    }
+
+    /// An error if a token id is outside a vocabulary of `vocab` ids.
+    pub fn check_vocab(&self, vocab: usize) -> Result<(), DraftError> {
+        match self.max_token() {
+            Some(token) if token as usize >= vocab => {
+                Err(DraftError::TokenOutOfVocabulary { token, vocab })
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Writes the index atomically (temporary file, fsync, rename, under the file's lock).
+    /// Two processes saving one file do not merge: the last save wins.
+    pub fn save(&self, path: impl AsRef<Path>) -> Result<(), DraftError> {
+        write_atomic(path.as_ref(), &self.to_bytes())
+    }
+
+    /// Reads an index written by [`HistoryIndex::save`], checking its token ids against a
+    /// vocabulary of `vocab`.
+    pub fn load(
+        path: impl AsRef<Path>,
+        cfg: HistoryConfig,
+        vocab: usize,
+    ) -> Result<HistoryIndex, DraftError> {
+        let index = HistoryIndex::from_bytes(&read_file(path.as_ref(), &MAGIC)?, cfg)?;
+        index.check_vocab(vocab)?;
+        Ok(index)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn small(max_tokens: usize) -> HistoryIndex {
+        HistoryIndex::new(HistoryConfig {
+            max_tokens,
+            prompt_tail: 4,
+        })
+    }
+
+    #[test]
+    fn a_request_adds_its_prompt_tail_and_output() {
+        let mut h = small(100);
+        assert!(h.add_request(&[1, 2, 3, 4, 5, 6], &[7, 8]));
+        assert_eq!(h.automaton().text(), &[3, 4, 5, 6, 7, 8]);
+        assert!(!h.add_request(&[9, 3, 4, 5, 6], &[7, 8]), "exact repeat");
+        assert!(!h.add_request(&[1], &[]), "nothing generated");
+        assert_eq!(h.longest_match(&[0, 4, 5, 6]), 3);
+    }
+
+    #[test]
+    fn continuations_are_counted_most_frequent_first() {
+        let mut h = small(100);
+        h.insert(&[1, 2, 3]);
+        h.insert(&[1, 2, 4]);
+        h.insert(&[5, 1, 2, 4]);
+        let m = h.matcher_at(&[1, 2], 8);
+        assert_eq!(m.len, 2);
+        let mut c = Vec::new();
+        h.continuations(m.state, &mut c);
+        let got: Vec<(u32, u32)> = c.iter().map(|&(t, _, n)| (t, n)).collect();
+        assert_eq!(got, [(4, 2), (3, 1)]);
+    }
+
+    #[test]
+    fn eviction_drops_the_oldest_and_keeps_the_cap() {
+        let mut h = small(40);
+        for i in 0..30u32 {
+            h.insert(&[i, i + 100, i + 200, i + 300, i + 400]);
+            assert!(h.tokens() <= 40);
+        }
+        assert_eq!(h.longest_match(&[0, 100]), 0, "the oldest is gone");
+        assert_eq!(h.longest_match(&[29, 129, 229]), 3, "the newest is there");
+        assert_eq!(h.tokens(), h.automaton().text().len());
+    }
+
+    #[test]
+    fn files_round_trip_and_damage_is_an_error() {
+        let mut h = small(1000);
+        h.insert(&[1, 2, 3, 4]);
+        h.insert(&[5, 6]);
+        let b = h.to_bytes();
+        let back = HistoryIndex::from_bytes(&b, h.config().clone()).unwrap();
+        assert_eq!(back, h);
+        assert_eq!(back.longest_match(&[9, 2, 3]), 2);
+        let mut bad = b.clone();
+        bad[HEADER + 10] ^= 1;
+        assert!(matches!(
+            HistoryIndex::from_bytes(&bad, h.config().clone()),
+            Err(DraftError::Checksum { .. })
+        ));
+        assert!(matches!(
+            HistoryIndex::from_bytes(&b[..b.len() - 1], h.config().clone()),
+            Err(DraftError::Truncated { .. })
+        ));
+        assert!(matches!(
+            HistoryIndex::from_bytes(b"specdTRI........", h.config().clone()),
+            Err(DraftError::BadMagic)
+        ));
+        assert!(h.check_vocab(7).is_ok());
+        assert!(matches!(
+            h.check_vocab(6),
+            Err(DraftError::TokenOutOfVocabulary { token: 6, .. })
+        ));
+    }
+}

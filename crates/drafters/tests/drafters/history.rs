@@ -1,0 +1,179 @@
+//! The history index against brute force, and its drafter on repeats.
+
+use std::sync::{Arc, Mutex};
+
+use proptest::collection::vec;
+use proptest::prelude::*;
+use specdec_drafters::*;
+
+use crate::common::{check_tree, first_choice};
+
+/// Occurrences of `pat` inside the documents (never across two).
+fn occurrences(docs: &[Vec<u32>], pat: &[u32]) -> usize {
+    docs.iter()
+        .map(|d| d.windows(pat.len()).filter(|w| *w == pat).count())
+        .sum()
+}
+
+/// The longest suffix of `ctx` occurring in a document, by brute force.
+fn brute_longest(docs: &[Vec<u32>], ctx: &[u32]) -> usize {
+    (1..=ctx.len())
+        .rev()
+        .find(|&l| occurrences(docs, &ctx[ctx.len() - l..]) > 0)
+        .unwrap_or(0)
+}
+
+fn index_of(docs: &[Vec<u32>]) -> HistoryIndex {
+    let mut h = HistoryIndex::default();
+    for d in docs {
+        h.insert(d);
+    }
+    h
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn longest_match_equals_brute_force(
+        docs in vec(vec(0u32..4, 1..30), 1..5),
+        ctx in vec(0u32..4, 0..20),
+    ) {
+        let mut docs = docs;
+        docs.dedup();
+        let h = index_of(&docs);
+        // Exact duplicates are held once; the brute force looks at distinct documents.
+        let distinct: Vec<Vec<u32>> = docs.iter().enumerate()
+            .filter(|(i, d)| !docs[..*i].contains(d))
+            .map(|(_, d)| d.clone())
+            .collect();
+        prop_assert_eq!(h.longest_match(&ctx), brute_longest(&distinct, &ctx));
+    }
+
+    #[test]
+    fn continuation_counts_equal_brute_force(
+        docs in vec(vec(0u32..3, 1..25), 1..5),
+        pat in vec(0u32..3, 1..4),
+    ) {
+        let mut distinct: Vec<Vec<u32>> = Vec::new();
+        for d in docs {
+            if !distinct.contains(&d) {
+                distinct.push(d);
+            }
+        }
+        let h = index_of(&distinct);
+        let m = h.matcher_at(&pat, pat.len());
+        prop_assume!(m.len == pat.len());
+        let mut c = Vec::new();
+        h.continuations(m.state, &mut c);
+        for &(t, _, count) in &c {
+            let mut longer = pat.clone();
+            longer.push(t);
+            prop_assert_eq!(count as usize, occurrences(&distinct, &longer), "{:?}", longer);
+        }
+        let followed: usize = (0u32..3)
+            .map(|t| { let mut l = pat.clone(); l.push(t); occurrences(&distinct, &l) })
+            .sum();
+        prop_assert_eq!(c.iter().map(|x| x.2 as usize).sum::<usize>(), followed);
+    }
+
+    #[test]
+    fn eviction_keeps_the_cap_and_the_newest_documents(
+        docs in vec(vec(0u32..50, 1..40), 1..40),
+        cap in 10usize..120,
+    ) {
+        let mut h = HistoryIndex::new(HistoryConfig { max_tokens: cap, prompt_tail: 8 });
+        let mut held: Vec<Vec<u32>> = Vec::new();
+        for d in &docs {
+            let d = d[d.len().saturating_sub(cap)..].to_vec();
+            if h.insert(&d) {
+                held.push(d);
+            }
+            prop_assert!(h.tokens() <= cap);
+            prop_assert_eq!(h.tokens(), h.automaton().text().len());
+        }
+        // What is held is the newest documents, in order.
+        let text: Vec<u32> = h.automaton().documents().flatten().copied().collect();
+        let newest: Vec<u32> = held[held.len() - h.documents()..].concat();
+        prop_assert_eq!(text, newest);
+    }
+
+    #[test]
+    fn saved_indexes_load_back_equal(docs in vec(vec(0u32..1000, 1..40), 0..8)) {
+        let h = index_of(&docs);
+        let back = HistoryIndex::from_bytes(&h.to_bytes(), HistoryConfig::default()).unwrap();
+        prop_assert_eq!(back, h);
+    }
+
+    #[test]
+    fn corrupt_files_are_errors_never_panics(
+        docs in vec(vec(0u32..1000, 1..20), 1..4),
+        flip in any::<usize>(),
+        cut in any::<usize>(),
+    ) {
+        let b = index_of(&docs).to_bytes();
+        let mut bad = b.clone();
+        let i = flip % bad.len();
+        bad[i] ^= 0x41;
+        prop_assert!(HistoryIndex::from_bytes(&bad, HistoryConfig::default()).is_err());
+        let cut = cut % b.len();
+        prop_assert!(HistoryIndex::from_bytes(&b[..cut], HistoryConfig::default()).is_err());
+    }
+}
+
+#[test]
+fn an_exact_repeat_is_drafted_whole_from_its_first_token() {
+    let index = Arc::new(Mutex::new(HistoryIndex::default()));
+    let prompt: Vec<u32> = (0..40).map(|i| i * 7 % 101).collect();
+    let output: Vec<u32> = (0..50).map(|i| 200 + i * 3 % 17).collect();
+    let mut first = HistoryDrafter::new(index.clone(), HistoryDrafterConfig::default());
+    first.begin(&prompt, &[]);
+    first.end(&output);
+    let mut again = HistoryDrafter::new(index.clone(), HistoryDrafterConfig::default());
+    again.begin(&prompt, &[]);
+    let tree = again.draft(&prompt, 32);
+    check_tree(&tree, &prompt, 32);
+    assert_eq!(first_choice(&tree), output[..32]);
+    let meta = &tree.meta()[1];
+    assert_eq!(meta.source, Source::History);
+    assert_eq!(meta.match_len, 40);
+    // Midway through, it keeps copying from where the output is.
+    let mut ctx = prompt.clone();
+    ctx.extend(&output[..20]);
+    let tree = again.draft(&ctx, 8);
+    assert_eq!(first_choice(&tree), output[20..28]);
+}
+
+#[test]
+fn diverging_continuations_form_a_tree_ranked_by_frequency() {
+    let index = Arc::new(Mutex::new(HistoryIndex::default()));
+    {
+        let mut h = index.lock().unwrap();
+        h.insert(&[1, 2, 3, 4, 10, 11]);
+        h.insert(&[9, 1, 2, 3, 4, 20, 21]);
+        h.insert(&[8, 1, 2, 3, 4, 20, 22]);
+    }
+    let mut d = HistoryDrafter::new(index, HistoryDrafterConfig::default());
+    d.begin(&[5, 1, 2, 3, 4], &[]);
+    let tree = d.draft(&[5, 1, 2, 3, 4], 6);
+    check_tree(&tree, &[5, 1, 2, 3, 4], 6);
+    let below_root: Vec<u32> = tree.children(0).map(|c| tree.nodes()[c].token).collect();
+    assert_eq!(below_root, [20, 10], "the more frequent first");
+    assert!(tree.meta()[1].score > tree.meta()[tree.len() - 1].score);
+}
+
+#[test]
+fn matching_follows_an_index_that_changes_under_a_request() {
+    let index = Arc::new(Mutex::new(HistoryIndex::default()));
+    index.lock().unwrap().insert(&[1, 2, 3, 4, 5, 6, 7]);
+    let mut d = HistoryDrafter::new(index.clone(), HistoryDrafterConfig::default());
+    d.begin(&[0, 1, 2, 3], &[]);
+    assert_eq!(first_choice(&d.draft(&[0, 1, 2, 3], 2)), [4, 5]);
+    // Another request finished meanwhile: the index was rebuilt around new text.
+    index.lock().unwrap().insert(&[3, 4, 5, 9, 9, 9]);
+    let tree = d.draft(&[0, 1, 2, 3, 4, 5], 3);
+    let fresh = HistoryDrafter::new(index.clone(), HistoryDrafterConfig::default())
+        .draft(&[0, 1, 2, 3, 4, 5], 3);
+    assert_eq!(tree, fresh);
+    assert_eq!(d.match_len(), 5);
+}
