@@ -290,9 +290,9 @@ pub fn run(opts: &Options) -> anyhow::Result<()> {
     }
     if let Some(path) = &opts.drafting.trie {
         let last = method_pool(*methods.last().expect("one method"));
-        let trie = sched.engine_mut().pools_mut().trie(Some(&last))?;
-        specdec_engine::save_trie(&trie, path)
-            .with_context(|| format!("saving trie {}", path.display()))?;
+        let pool = sched.engine_mut().pools_mut().pool(Some(&last))?;
+        pool.save(path)
+            .with_context(|| format!("saving trie {} and its history", path.display()))?;
     }
     Ok(())
 }

@@ -21,7 +21,7 @@ pub use engine::Engine;
 pub use generation::{Generation, Sink};
 pub use load::{Loaded, ModelMeta};
 pub use method::DraftMethod;
-pub use pools::{history_file, load_trie, new_trie, save_trie, Pool, PoolName, Pools};
+pub use pools::{history_file, load_trie, new_trie, Pool, PoolName, Pools};
 pub use request::{CacheScope, FinishReason, GenerateOutput, GenerateRequest, Speculation, Tenant};
 pub use scheduler::{Finished, Job, Outcome, Scheduler};
 pub use specdec_drafters::{HistoryConfig, MAX_REFERENCE_TOKENS};

@@ -53,13 +53,6 @@ fn read_trie(path: Option<&Path>, vocab: usize) -> Result<Trie, DraftError> {
     }
 }
 
-/// Saves `trie` to `path` (atomically; see `Trie::save`), waiting for drafters using it.
-pub fn save_trie(trie: &Mutex<Trie>, path: &Path) -> Result<(), DraftError> {
-    trie.lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .save(path)
-}
-
 /// An empty trie with default limits.
 pub fn new_trie() -> Arc<Mutex<Trie>> {
     Arc::new(Mutex::new(Trie::new(TrieConfig::default())))
@@ -104,6 +97,19 @@ impl Pool {
             trie: Arc::new(Mutex::new(trie)),
             history: Arc::new(Mutex::new(history)),
         }
+    }
+
+    /// Saves the trie to `trie_file` and the history index beside it ([`history_file`]),
+    /// each atomically, waiting for drafters using them.
+    pub fn save(&self, trie_file: &Path) -> Result<(), DraftError> {
+        self.trie
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .save(trie_file)?;
+        self.history
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .save(history_file(trie_file))
     }
 
     /// A copy that shares nothing with this pool (a snapshot to restore later).

@@ -8,8 +8,11 @@ use super::acceptance::{
 };
 use super::cost::{BatchLoad, CostModel};
 
-/// Steps without drafting between probes.
+/// Steps without drafting before the first probe; each probe that has nothing accepted
+/// doubles the wait, up to `PROBE_MAX_EVERY`, so text that never copies (open-ended
+/// answers) pays for a probe ever more rarely, while a copy starting is still noticed.
 pub(super) const PROBE_EVERY: usize = 8;
+pub(super) const PROBE_MAX_EVERY: usize = 64;
 pub(super) const PROBE_NODES: usize = 3;
 
 /// Acceptance rates and the trimming decision of one request.
@@ -18,6 +21,10 @@ pub struct BudgetPolicy {
     /// [source][evidence][depth][first sibling?]: (accepted, offered), decayed.
     pub(super) rates: Vec<[(f64, f64); 2]>,
     idle_steps: usize,
+    /// Idle steps between probes now (see `PROBE_EVERY`).
+    probe_every: usize,
+    /// The step being verified is a probe.
+    probing: bool,
     max_nodes: usize,
 }
 
@@ -26,6 +33,8 @@ impl BudgetPolicy {
         BudgetPolicy {
             rates: vec![[(0.0, 0.0); 2]; SOURCES * EVIDENCE * DEPTHS],
             idle_steps: 0,
+            probe_every: PROBE_EVERY,
+            probing: false,
             max_nodes,
         }
     }
@@ -109,16 +118,20 @@ impl BudgetPolicy {
                 (best_k, best_rate) = (k + 1, rate);
             }
         }
+        self.probing = false;
         if best_k == 0 {
             self.idle_steps += 1;
-            if !self.idle_steps.is_multiple_of(PROBE_EVERY) {
+            if self.idle_steps < self.probe_every {
                 load.add(0, ctx, 0.0);
                 tree.truncate(1);
                 return tree;
             }
+            self.idle_steps = 0;
+            self.probing = true;
             best_k = PROBE_NODES.min(tree.drafted()).min(limit);
         } else {
             self.idle_steps = 0;
+            self.probe_every = PROBE_EVERY;
         }
         load.add(best_k, ctx, order[..best_k].iter().map(|&i| reach[i]).sum());
         if best_k == tree.drafted() {
@@ -136,6 +149,13 @@ impl BudgetPolicy {
     pub fn observe(&mut self, tree: &TokenTree, accepted: &[usize]) {
         if tree.drafted() == 0 {
             return;
+        }
+        if std::mem::take(&mut self.probing) {
+            self.probe_every = if accepted.is_empty() {
+                (self.probe_every * 2).min(PROBE_MAX_EVERY)
+            } else {
+                PROBE_EVERY
+            };
         }
         let mut on_path = vec![false; tree.len()];
         on_path[0] = true;

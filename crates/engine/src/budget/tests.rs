@@ -1,6 +1,6 @@
 use specdec_drafters::{Meta, Source, TokenTree};
 
-use super::policy::{PROBE_EVERY, PROBE_NODES};
+use super::policy::{PROBE_EVERY, PROBE_MAX_EVERY, PROBE_NODES};
 use super::*;
 
 /// The pending token with a chain of `n` drafted nodes below it.
@@ -121,4 +121,47 @@ fn learned_costs_shape_the_curve() {
     // Another context length has its own curve.
     assert!(c.relative(16, 1500) < 10.0);
     assert!(CostModel::default().relative(16, 1500) > CostModel::default().relative(16, 100));
+}
+
+#[test]
+fn failed_probes_back_off_and_an_accepted_probe_resets_them() {
+    let cost = CostModel::default();
+    let mut p = BudgetPolicy::new(32);
+    for _ in 0..60 {
+        p.observe(&chain(8), &[]);
+    }
+    // Steps between probes while every probe is rejected.
+    let mut gaps = Vec::new();
+    let mut since = 0;
+    for _ in 0..400 {
+        let t = p.trim(chain(8), 32, 100, &cost, &mut BatchLoad::default());
+        since += 1;
+        if t.drafted() > 0 {
+            gaps.push(since);
+            since = 0;
+            p.observe(&t, &[]);
+        }
+    }
+    assert_eq!(gaps[0], PROBE_EVERY, "{gaps:?}");
+    assert!(gaps.windows(2).all(|w| w[1] >= w[0]), "{gaps:?}");
+    assert_eq!(*gaps.last().unwrap(), PROBE_MAX_EVERY, "{gaps:?}");
+    // A probe that is accepted brings the short wait back.
+    let mut n = 0;
+    let probe = loop {
+        n += 1;
+        let t = p.trim(chain(8), 32, 100, &cost, &mut BatchLoad::default());
+        if t.drafted() > 0 {
+            break t;
+        }
+    };
+    assert!(n <= PROBE_MAX_EVERY);
+    p.observe(&probe, &[1]);
+    let next = (1..=PROBE_MAX_EVERY)
+        .find(|_| {
+            p.trim(chain(8), 32, 100, &cost, &mut BatchLoad::default())
+                .drafted()
+                > 0
+        })
+        .unwrap();
+    assert!(next <= PROBE_EVERY, "{next}");
 }
