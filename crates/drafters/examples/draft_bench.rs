@@ -146,4 +146,34 @@ fn main() {
             );
         }
     }
+    history_at_cap(&mut rng, &r1, &r2);
+}
+
+/// Fills a history index with the default cap three times over: insert time (the largest
+/// is a drop of the older generation) and memory per million tokens held.
+fn history_at_cap(rng: &mut Rng, r1: &[u32], r2: &[u32]) {
+    let mut h = HistoryIndex::default();
+    let cap = h.config().max_tokens;
+    let mut times = Vec::new();
+    let mut inserted = 0;
+    let mut peak_per_m = 0f64;
+    while inserted < 3 * cap {
+        let prompt = text(rng, 256, &[r1, r2], 0.3);
+        let output = text(rng, 300, &[r1, r2, &prompt], 0.3);
+        let t = Instant::now();
+        h.add_request(&prompt, &output);
+        times.push(t.elapsed().as_secs_f64() * 1e3);
+        inserted += prompt.len() + output.len();
+        let per_m = h.memory_bytes() as f64 / h.tokens() as f64; // bytes per token
+        peak_per_m = peak_per_m.max(per_m);
+    }
+    times.sort_by(f64::total_cmp);
+    println!(
+        "history at its cap of {cap} tokens ({} inserted): insert p50 {:.3} ms, max {:.0} ms \
+         (dropping the older generation); {:.0} MiB per million tokens held (peak)",
+        inserted,
+        times[times.len() / 2],
+        times[times.len() - 1],
+        peak_per_m * 1e6 / (1 << 20) as f64
+    );
 }

@@ -7,10 +7,13 @@
 //! matches there. The automaton gives the longest match of any length in O(1) amortized per
 //! token and counts how often each continuation followed it.
 //!
-//! Memory is bounded by a token cap: when a document would exceed it, the oldest documents
-//! are dropped until the index holds at most three quarters of the cap, and the automaton
-//! is rebuilt from the rest (amortized O(1) per token inserted). Exact duplicates of a
-//! document already held are not added again.
+//! Memory is bounded by a token cap without ever rebuilding an automaton (a rebuild of a
+//! million tokens takes about a second, a stall no request should see): the index keeps
+//! two generations, each an automaton of at most half the cap. Requests go into the newer
+//! one; when it is full, the older one is dropped whole (its requests are the oldest) and
+//! the newer one becomes the older. So the index holds the newest requests, between half
+//! the cap and the cap once it has filled, and a match is looked up in both. Exact
+//! duplicates of a document already held are not added again.
 //!
 //! File format, version 1, little-endian:
 //! ```text
@@ -24,7 +27,7 @@
 //! checksum u64      FNV-1a of every byte before it
 //! ```
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::HashSet;
 use std::path::Path;
 
 use crate::error::DraftError;
@@ -60,16 +63,36 @@ impl Default for HistoryConfig {
     }
 }
 
+/// One generation: an automaton over whole documents, and what it holds.
+#[derive(Clone, Debug)]
+struct Generation {
+    sam: SuffixAutomaton,
+    /// Length and hash of every document, oldest first.
+    docs: Vec<(usize, u64)>,
+    tokens: usize,
+}
+
+impl Generation {
+    fn new() -> Self {
+        Generation {
+            sam: SuffixAutomaton::new(RECENT_DEPTH),
+            docs: Vec::new(),
+            tokens: 0,
+        }
+    }
+}
+
+/// Generations of an index: the older first.
+const OLDER: usize = 0;
+const NEWER: usize = 1;
+
 /// A suffix index of past requests (see the module docs).
 #[derive(Clone, Debug)]
 pub struct HistoryIndex {
     cfg: HistoryConfig,
-    sam: SuffixAutomaton,
-    /// Length and hash of every document held, oldest first.
-    docs: VecDeque<(usize, u64)>,
+    gens: [Generation; 2],
     hashes: HashSet<u64>,
-    tokens: usize,
-    /// Changes whenever the automaton does: a matcher made before a change must start over.
+    /// Changes whenever an automaton does: a matcher made before a change must start over.
     epoch: u64,
 }
 
@@ -80,9 +103,9 @@ impl Default for HistoryIndex {
 }
 
 impl PartialEq for HistoryIndex {
-    /// Same documents in the same order (the automaton follows from them).
+    /// Same documents in the same order (the automata follow from them).
     fn eq(&self, other: &Self) -> bool {
-        self.docs == other.docs && self.sam.text() == other.sam.text()
+        self.documents_held().eq(other.documents_held())
     }
 }
 
@@ -91,14 +114,16 @@ fn doc_hash(doc: &[u32]) -> u64 {
     fnv1a64(&bytes) ^ (doc.len() as u64).rotate_left(32)
 }
 
+/// Matches of one context in each generation of an index (see
+/// [`HistoryIndex::matchers_at`]).
+pub type Matchers = [Matcher; 2];
+
 impl HistoryIndex {
     pub fn new(cfg: HistoryConfig) -> Self {
         HistoryIndex {
             cfg,
-            sam: SuffixAutomaton::new(RECENT_DEPTH),
-            docs: VecDeque::new(),
+            gens: [Generation::new(), Generation::new()],
             hashes: HashSet::new(),
-            tokens: 0,
             epoch: 0,
         }
     }
@@ -107,34 +132,48 @@ impl HistoryIndex {
         &self.cfg
     }
 
+    /// The most tokens one generation holds.
+    fn generation_cap(&self) -> usize {
+        (self.cfg.max_tokens / 2).max(1)
+    }
+
     /// Tokens held.
     pub fn tokens(&self) -> usize {
-        self.tokens
+        self.gens.iter().map(|g| g.tokens).sum()
     }
 
     /// Documents held.
     pub fn documents(&self) -> usize {
-        self.docs.len()
+        self.gens.iter().map(|g| g.docs.len()).sum()
+    }
+
+    /// The documents held, oldest first.
+    pub fn documents_held(&self) -> impl Iterator<Item = &[u32]> {
+        self.gens.iter().flat_map(|g| g.sam.documents())
     }
 
     pub fn is_empty(&self) -> bool {
-        self.docs.is_empty()
+        self.documents() == 0
     }
 
-    /// Changes with every change of the index (see [`HistoryIndex::matcher_at`]).
+    /// Changes with every change of the index (see [`HistoryIndex::matchers_at`]).
     pub fn epoch(&self) -> u64 {
         self.epoch
     }
 
-    pub fn automaton(&self) -> &SuffixAutomaton {
-        &self.sam
+    /// The automaton of generation `g` (0: the older).
+    pub fn automaton(&self, g: usize) -> &SuffixAutomaton {
+        &self.gens[g].sam
     }
 
-    /// Bytes the index holds (automaton, text and bookkeeping).
+    /// Bytes the index holds in use (automata, text and bookkeeping).
     pub fn memory_bytes(&self) -> usize {
-        self.sam.memory_bytes()
-            + self.docs.capacity() * std::mem::size_of::<(usize, u64)>()
-            + self.hashes.capacity() * 16
+        let gens: usize = self
+            .gens
+            .iter()
+            .map(|g| g.sam.memory_bytes() + g.docs.len() * std::mem::size_of::<(usize, u64)>())
+            .sum();
+        gens + self.hashes.len() * 16
     }
 
     /// Adds a finished request: the last `prompt_tail` tokens of `prompt`, then `output`.
@@ -150,10 +189,11 @@ impl HistoryIndex {
         self.insert(&doc)
     }
 
-    /// Adds one document (its last `max_tokens` tokens if longer), evicting the oldest
-    /// documents if the cap requires; an exact duplicate of a held document is skipped.
+    /// Adds one document (its last half-cap tokens if longer), dropping the older
+    /// generation first if the newer one is full; an exact duplicate of a held document is
+    /// skipped.
     pub fn insert(&mut self, doc: &[u32]) -> bool {
-        let doc = &doc[doc.len().saturating_sub(self.cfg.max_tokens)..];
+        let doc = &doc[doc.len().saturating_sub(self.generation_cap())..];
         if doc.is_empty() {
             return false;
         }
@@ -161,97 +201,93 @@ impl HistoryIndex {
         if !self.hashes.insert(hash) {
             return false;
         }
-        if self.tokens + doc.len() > self.cfg.max_tokens {
-            self.evict_for(doc.len());
+        if self.gens[NEWER].tokens + doc.len() > self.generation_cap() {
+            let newer = std::mem::replace(&mut self.gens[NEWER], Generation::new());
+            let older = std::mem::replace(&mut self.gens[OLDER], newer);
+            for (_, h) in older.docs {
+                self.hashes.remove(&h);
+            }
         }
-        self.push_doc(doc);
-        self.docs.push_back((doc.len(), hash));
+        let g = &mut self.gens[NEWER];
+        g.sam.start_document();
+        for &t in doc {
+            g.sam.push(t);
+        }
+        g.tokens += doc.len();
+        g.docs.push((doc.len(), hash));
         self.epoch += 1;
         true
     }
 
-    fn push_doc(&mut self, doc: &[u32]) {
-        self.sam.start_document();
-        for &t in doc {
-            self.sam.push(t);
-        }
-        self.tokens += doc.len();
+    /// The longest suffix of `context` that occurs in each generation (looking at most
+    /// `window` tokens back), as matchers positioned there.
+    pub fn matchers_at(&self, context: &[u32], window: usize) -> Matchers {
+        let tail = &context[context.len().saturating_sub(window)..];
+        self.gens.each_ref().map(|g| {
+            let mut m = Matcher::new();
+            for &t in tail {
+                m.advance(&g.sam, t);
+            }
+            m
+        })
     }
 
-    /// Drops the oldest documents until `incoming` more tokens leave the index at most
-    /// three quarters full (so the rebuild is paid once per quarter of the cap), then
-    /// rebuilds the automaton from what is left.
-    fn evict_for(&mut self, incoming: usize) {
-        let target = (self.cfg.max_tokens / 4 * 3).max(incoming);
-        let mut drop_tokens = 0;
-        while self.tokens - drop_tokens + incoming > target {
-            let Some((len, hash)) = self.docs.pop_front() else {
-                break;
-            };
-            self.hashes.remove(&hash);
-            drop_tokens += len;
+    /// Advances matchers made by [`HistoryIndex::matchers_at`] (under the same epoch) by
+    /// one context token.
+    pub fn advance(&self, matchers: &mut Matchers, token: u32) {
+        for (m, g) in matchers.iter_mut().zip(&self.gens) {
+            m.advance(&g.sam, token);
         }
-        let kept: Vec<u32> = self.sam.text()[drop_tokens..].to_vec();
-        self.sam = SuffixAutomaton::new(RECENT_DEPTH);
-        self.tokens = 0;
-        let mut at = 0;
-        let lens: Vec<usize> = self.docs.iter().map(|&(l, _)| l).collect();
-        for len in lens {
-            self.push_doc(&kept[at..at + len]);
-            at += len;
-        }
-    }
-
-    /// The longest suffix of `context` that occurs in the index (looking at most `window`
-    /// tokens back), as a matcher positioned there.
-    pub fn matcher_at(&self, context: &[u32], window: usize) -> Matcher {
-        let mut m = Matcher::new();
-        for &t in &context[context.len().saturating_sub(window)..] {
-            m.advance(&self.sam, t);
-        }
-        m
     }
 
     /// Length of the longest suffix of `context` that occurs in a document.
     pub fn longest_match(&self, context: &[u32]) -> usize {
-        self.matcher_at(context, context.len()).len
+        let m = self.matchers_at(context, context.len());
+        m.iter().map(|m| m.len).max().unwrap_or(0)
     }
 
-    /// Continuations of state `s`: (token, next state, how often it followed), most
-    /// frequent first (ties: smaller token first).
-    pub fn continuations(&self, s: StateId, out: &mut Vec<(u32, StateId, u32)>) {
+    /// Continuations of state `s` of generation `g`: (token, next state, how often it
+    /// followed), most frequent first (ties: smaller token first).
+    pub fn continuations(&self, g: usize, s: StateId, out: &mut Vec<(u32, StateId, u32)>) {
+        let sam = &self.gens[g].sam;
         out.clear();
         out.extend(
-            self.sam
-                .transitions(s)
+            sam.transitions(s)
                 .iter()
-                .map(|&(t, n)| (t, n, self.sam.count(n))),
+                .map(|&(t, n)| (t, n, sam.count(n))),
         );
         out.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)));
     }
 
     /// The file image of the index (see the module docs).
     pub fn to_bytes(&self) -> Vec<u8> {
-        let text = self.sam.text();
-        let mut b = Vec::with_capacity(HEADER + 4 * (self.docs.len() + text.len()) + TRAILER);
+        let lens: Vec<usize> = self
+            .gens
+            .iter()
+            .flat_map(|g| g.docs.iter().map(|&(l, _)| l))
+            .collect();
+        let tokens = self.tokens();
+        let mut b = Vec::with_capacity(HEADER + 4 * (lens.len() + tokens) + TRAILER);
         b.extend_from_slice(&MAGIC);
         b.extend_from_slice(&VERSION.to_le_bytes());
         b.extend_from_slice(&0u32.to_le_bytes());
-        b.extend_from_slice(&(self.docs.len() as u64).to_le_bytes());
-        b.extend_from_slice(&(text.len() as u64).to_le_bytes());
-        for &(len, _) in &self.docs {
+        b.extend_from_slice(&(lens.len() as u64).to_le_bytes());
+        b.extend_from_slice(&(tokens as u64).to_le_bytes());
+        for len in lens {
             b.extend_from_slice(&(len as u32).to_le_bytes());
         }
-        for &t in text {
-            b.extend_from_slice(&t.to_le_bytes());
+        for g in &self.gens {
+            for &t in g.sam.text() {
+                b.extend_from_slice(&t.to_le_bytes());
+            }
         }
         let sum = fnv1a64(&b);
         b.extend_from_slice(&sum.to_le_bytes());
         b
     }
 
-    /// Parses a file image into an index with settings `cfg` (documents beyond its cap are
-    /// evicted oldest first, as if inserted one by one).
+    /// Parses a file image into an index with settings `cfg` (the documents are inserted
+    /// one by one, oldest first, so a smaller cap keeps the newest).
     pub fn from_bytes(b: &[u8], cfg: HistoryConfig) -> Result<HistoryIndex, DraftError> {
         let found = b.len() as u64;
         let short = || DraftError::Truncated {
@@ -319,7 +355,10 @@ impl HistoryIndex {
 
     /// The largest token id held, if any.
     pub fn max_token(&self) -> Option<u32> {
-        self.sam.text().iter().copied().max()
+        self.gens
+            .iter()
+            .flat_map(|g| g.sam.text().iter().copied())
+            .max()
     }
 
     /// An error if a token id is outside a vocabulary of `vocab` ids.
@@ -366,7 +405,7 @@ mod tests {
     fn a_request_adds_its_prompt_tail_and_output() {
         let mut h = small(100);
         assert!(h.add_request(&[1, 2, 3, 4, 5, 6], &[7, 8]));
-        assert_eq!(h.automaton().text(), &[3, 4, 5, 6, 7, 8]);
+        assert_eq!(h.automaton(NEWER).text(), &[3, 4, 5, 6, 7, 8]);
         assert!(!h.add_request(&[9, 3, 4, 5, 6], &[7, 8]), "exact repeat");
         assert!(!h.add_request(&[1], &[]), "nothing generated");
         assert_eq!(h.longest_match(&[0, 4, 5, 6]), 3);
@@ -378,10 +417,10 @@ mod tests {
         h.insert(&[1, 2, 3]);
         h.insert(&[1, 2, 4]);
         h.insert(&[5, 1, 2, 4]);
-        let m = h.matcher_at(&[1, 2], 8);
+        let m = h.matchers_at(&[1, 2], 8)[NEWER];
         assert_eq!(m.len, 2);
         let mut c = Vec::new();
-        h.continuations(m.state, &mut c);
+        h.continuations(NEWER, m.state, &mut c);
         let got: Vec<(u32, u32)> = c.iter().map(|&(t, _, n)| (t, n)).collect();
         assert_eq!(got, [(4, 2), (3, 1)]);
     }
@@ -395,7 +434,9 @@ mod tests {
         }
         assert_eq!(h.longest_match(&[0, 100]), 0, "the oldest is gone");
         assert_eq!(h.longest_match(&[29, 129, 229]), 3, "the newest is there");
-        assert_eq!(h.tokens(), h.automaton().text().len());
+        assert!(h.tokens() >= 20, "at least half the cap once full");
+        let held: usize = h.documents_held().map(<[u32]>::len).sum();
+        assert_eq!(h.tokens(), held);
     }
 
     #[test]

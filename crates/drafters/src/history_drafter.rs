@@ -9,8 +9,8 @@ use specdec_tree::{Source, TokenTree};
 
 use crate::build::{undrafted, TreeBuilder};
 use crate::context::{match_confidence, sync, IndexSync};
-use crate::history::HistoryIndex;
-use crate::sam::{Matcher, StateId};
+use crate::history::{HistoryIndex, Matchers};
+use crate::sam::StateId;
 use crate::Drafter;
 
 /// Settings of [`HistoryDrafter`].
@@ -83,7 +83,7 @@ pub struct HistoryDrafter {
     /// The context the matcher has read, and the index epoch it read it under.
     ctx: Vec<u32>,
     epoch: Option<u64>,
-    matcher: Matcher,
+    matchers: Matchers,
     builder: TreeBuilder,
     heap: BinaryHeap<Open>,
     /// Entries pushed this draft (ties go to the earlier).
@@ -99,7 +99,7 @@ impl HistoryDrafter {
             prompt: Vec::new(),
             ctx: Vec::new(),
             epoch: None,
-            matcher: Matcher::new(),
+            matchers: Default::default(),
             builder: TreeBuilder::new(),
             heap: BinaryHeap::new(),
             pushed: 0,
@@ -109,7 +109,7 @@ impl HistoryDrafter {
 
     /// Length of the longest suffix of the last drafted context found in the index.
     pub fn match_len(&self) -> usize {
-        self.matcher.len
+        self.matchers.iter().map(|m| m.len).max().unwrap_or(0)
     }
 
     fn depth_for(&self, match_len: usize) -> usize {
@@ -117,18 +117,20 @@ impl HistoryDrafter {
         d.clamp(self.cfg.min_depth, self.cfg.max_depth)
     }
 
-    /// Pushes the drafted continuations of `state` (below builder node `parent`).
+    /// Pushes the drafted continuations of `state` of generation `g` (below builder node
+    /// `parent`).
     fn open_children(
         &mut self,
         index: &HistoryIndex,
+        g: usize,
         state: StateId,
         parent: Option<usize>,
         score: f32,
         depth: usize,
     ) {
-        index.continuations(state, &mut self.kids);
+        index.continuations(g, state, &mut self.kids);
         let total: u32 = self.kids.iter().map(|k| k.2).sum();
-        let total = total.max(index.automaton().count(state)).max(1) as f32;
+        let total = total.max(index.automaton(g).count(state)).max(1) as f32;
         for &(token, next, count) in self.kids.iter().take(self.cfg.branching) {
             let share = count as f32 / total;
             if share < self.cfg.min_share {
@@ -168,11 +170,11 @@ impl Drafter for HistoryDrafter {
         match (self.epoch == Some(index.epoch()), sync(&self.ctx, context)) {
             (true, IndexSync::Extend(from)) => {
                 for &t in &context[from..] {
-                    self.matcher.advance(index.automaton(), t);
+                    index.advance(&mut self.matchers, t);
                 }
             }
             _ => {
-                self.matcher = index.matcher_at(context, self.cfg.window);
+                self.matchers = index.matchers_at(context, self.cfg.window);
                 self.epoch = Some(index.epoch());
             }
         }
@@ -181,23 +183,36 @@ impl Drafter for HistoryDrafter {
         let Some(&root) = context.last() else {
             return TokenTree::new();
         };
-        let len = self.matcher.len;
-        if budget == 0 || len < self.cfg.min_match {
+        if budget == 0 || self.match_len() < self.cfg.min_match {
             return undrafted(context);
         }
-        let max_depth = self.depth_for(len);
         self.builder.clear();
-        self.heap.clear();
-        self.pushed = 0;
-        let conf = match_confidence(len, 4.0);
-        self.open_children(&index, self.matcher.state, None, conf, 1);
-        while self.builder.len() < budget {
-            let Some(o) = self.heap.pop() else { break };
-            let id =
-                self.builder
-                    .add_copied(o.parent, o.token, Source::History, o.score, len as u32);
-            if o.depth < max_depth {
-                self.open_children(&index, o.state, Some(id), o.score, o.depth + 1);
+        // Each generation that matches proposes its tree, the longer match first; the
+        // builder merges what they agree on.
+        let mut gens: Vec<usize> = (0..self.matchers.len())
+            .filter(|&g| self.matchers[g].len >= self.cfg.min_match)
+            .collect();
+        gens.sort_by_key(|&g| std::cmp::Reverse(self.matchers[g].len));
+        for g in gens {
+            let m = self.matchers[g];
+            let max_depth = self.depth_for(m.len);
+            self.heap.clear();
+            self.pushed = 0;
+            let added_before = self.builder.len();
+            let conf = match_confidence(m.len, 4.0);
+            self.open_children(&index, g, m.state, None, conf, 1);
+            while self.builder.len() - added_before < budget {
+                let Some(o) = self.heap.pop() else { break };
+                let id = self.builder.add_copied(
+                    o.parent,
+                    o.token,
+                    Source::History,
+                    o.score,
+                    m.len as u32,
+                );
+                if o.depth < max_depth {
+                    self.open_children(&index, g, o.state, Some(id), o.score, o.depth + 1);
+                }
             }
         }
         self.builder.build(root, budget)

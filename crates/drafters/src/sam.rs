@@ -26,7 +26,54 @@ struct State {
     /// End positions counted (occurrences of the state's strings).
     count: u32,
     /// Transitions sorted by token (the root has one per distinct token: binary search).
-    next: Vec<(u32, u32)>,
+    next: Edges,
+}
+
+/// A state's transitions. Most states have at most one, kept inline: a heap allocation
+/// per state would double the automaton's memory.
+#[derive(Clone, Debug, Default)]
+enum Edges {
+    #[default]
+    None,
+    One([(u32, u32); 1]),
+    Many(Vec<(u32, u32)>),
+}
+
+impl Edges {
+    fn as_slice(&self) -> &[(u32, u32)] {
+        match self {
+            Edges::None => &[],
+            Edges::One(e) => e,
+            Edges::Many(v) => v,
+        }
+    }
+
+    /// Points `token` at `to`, adding the transition if it is new (kept sorted).
+    fn set(&mut self, token: u32, to: u32) {
+        match self.as_slice().binary_search_by_key(&token, |&(t, _)| t) {
+            Ok(i) => match self {
+                Edges::One(e) => e[i].1 = to,
+                Edges::Many(v) => v[i].1 = to,
+                Edges::None => unreachable!("found in an empty list"),
+            },
+            Err(i) => match self {
+                Edges::None => *self = Edges::One([(token, to)]),
+                Edges::One([e]) => {
+                    let mut v = vec![*e];
+                    v.insert(i, (token, to));
+                    *self = Edges::Many(v);
+                }
+                Edges::Many(v) => v.insert(i, (token, to)),
+            },
+        }
+    }
+
+    fn heap_bytes(&self) -> usize {
+        match self {
+            Edges::Many(v) => v.capacity() * std::mem::size_of::<(u32, u32)>(),
+            _ => 0,
+        }
+    }
 }
 
 /// Suffix automaton over the concatenated documents; positions are global indices into
@@ -57,7 +104,7 @@ impl SuffixAutomaton {
                 first_end: NONE,
                 recent_end: NONE,
                 count: 0,
-                next: Vec::new(),
+                next: Edges::None,
             }],
             last: 0,
             text: Vec::new(),
@@ -140,31 +187,28 @@ impl SuffixAutomaton {
 
     /// The transitions of `s`: (token, state), sorted by token.
     pub fn transitions(&self, s: StateId) -> &[(u32, StateId)] {
-        &self.states[s as usize].next
+        self.states[s as usize].next.as_slice()
     }
 
-    /// Bytes held by the automaton and its text (allocations, not their rounding).
+    /// Bytes of the automaton and its text in use (a vector's spare capacity beyond its
+    /// length is address space that is never touched, not memory).
     pub fn memory_bytes(&self) -> usize {
-        let edges: usize = self.states.iter().map(|s| s.next.capacity()).sum();
-        self.states.capacity() * std::mem::size_of::<State>()
-            + edges * std::mem::size_of::<(u32, u32)>()
-            + self.text.capacity() * 4
-            + self.doc_starts.capacity() * 4
+        let edges: usize = self.states.iter().map(|s| s.next.heap_bytes()).sum();
+        self.states.len() * std::mem::size_of::<State>()
+            + edges
+            + self.text.len() * 4
+            + self.doc_starts.len() * 4
     }
 
     pub fn next(&self, s: StateId, token: u32) -> Option<StateId> {
-        let next = &self.states[s as usize].next;
+        let next = self.states[s as usize].next.as_slice();
         next.binary_search_by_key(&token, |&(t, _)| t)
             .ok()
             .map(|i| next[i].1)
     }
 
     fn set_next(&mut self, s: u32, token: u32, to: u32) {
-        let next = &mut self.states[s as usize].next;
-        match next.binary_search_by_key(&token, |&(t, _)| t) {
-            Ok(i) => next[i].1 = to,
-            Err(i) => next.insert(i, (token, to)),
-        }
+        self.states[s as usize].next.set(token, to);
     }
 
     /// Splits `q` so that its strings up to `len` tokens move to a new state.
@@ -235,7 +279,7 @@ impl SuffixAutomaton {
             first_end: pos,
             recent_end: pos,
             count: 0,
-            next: Vec::new(),
+            next: Edges::None,
         });
         let mut p = last;
         while p != NONE && self.next(p, c).is_none() {
