@@ -79,6 +79,7 @@ impl PartialOrd for Open {
 pub struct HistoryDrafter {
     index: Arc<Mutex<HistoryIndex>>,
     cfg: HistoryDrafterConfig,
+    /// The request's prompt tail, added to the index with its output at the end.
     prompt: Vec<u32>,
     /// The context the matcher has read, and the index epoch it read it under.
     ctx: Vec<u32>,
@@ -155,7 +156,14 @@ impl Drafter for HistoryDrafter {
     }
 
     fn begin(&mut self, prompt: &[u32], _references: &[Vec<u32>]) {
-        self.prompt = prompt.to_vec();
+        // Only the tail of the prompt goes into the index at the end.
+        let keep = self
+            .index
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .config()
+            .prompt_tail;
+        self.prompt = prompt[prompt.len().saturating_sub(keep)..].to_vec();
         self.ctx.clear();
         self.epoch = None;
     }
