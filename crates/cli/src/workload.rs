@@ -277,12 +277,13 @@ struct Row {
     spec: SpecStats,
 }
 
-/// Index of the median of `reps` by decode time (the upper one for an even count).
+/// Index of the median of `reps` by decode time; of the two middle ones for an even count,
+/// the faster (a shared machine's noise only ever slows a run down).
 fn median_rep(reps: &[GenerateOutput]) -> usize {
     let decode = |o: &GenerateOutput| o.elapsed.saturating_sub(o.prefill_time);
     let mut order: Vec<usize> = (0..reps.len()).collect();
     order.sort_by_key(|&i| decode(&reps[i]));
-    order[order.len() / 2]
+    order[(order.len() - 1) / 2]
 }
 
 pub fn run(opts: &Options) -> anyhow::Result<()> {
@@ -411,8 +412,21 @@ pub fn run(opts: &Options) -> anyhow::Result<()> {
                     } else {
                         String::new()
                     };
+                    // Repetitions start from the same pools, so their MALs should agree
+                    // (draft sizing still learns across requests).
+                    let mals: Vec<f64> = reps
+                        .iter()
+                        .map(|o| o.spec.mean_accepted_length(o.completion_tokens))
+                        .collect();
+                    let mal_lo = mals.iter().copied().fold(f64::INFINITY, f64::min);
+                    let mal_hi = mals.iter().copied().fold(0.0, f64::max);
+                    let mal_range = if mal_hi - mal_lo > 0.005 {
+                        format!(" ({mal_lo:.2}-{mal_hi:.2})")
+                    } else {
+                        String::new()
+                    };
                     eprintln!(
-                        "[{}/{}] {:<24} {:<10} {:>4} tok {:>7.1} tok/s{range}  MAL {:.2}{}{}",
+                        "[{}/{}] {:<24} {:<10} {:>4} tok {:>7.1} tok/s{range}  MAL {:.2}{mal_range}{}{}",
                         done + k + 1,
                         records.len(),
                         r.id,
@@ -441,7 +455,7 @@ pub fn run(opts: &Options) -> anyhow::Result<()> {
     let summary = summarize(&methods, &all, Some(&wall));
     // A table per class, in class order, when the workload has classes.
     let classes: BTreeSet<RecordClass> = records.iter().filter_map(|r| r.class).collect();
-    let by_class: BTreeMap<&'static str, Vec<SummaryRow>> = classes
+    let by_class: Vec<(&'static str, Vec<SummaryRow>)> = classes
         .iter()
         .map(|c| {
             let mine: Vec<&Row> = rows.iter().filter(|r| r.row.class == Some(*c)).collect();
@@ -454,7 +468,7 @@ pub fn run(opts: &Options) -> anyhow::Result<()> {
         println!(
             "{}",
             serde_json::json!({ "records": records, "summary": summary,
-                "classes": by_class,
+                "classes": by_class.iter().map(|(c, s)| (*c, s)).collect::<BTreeMap<_, _>>(),
                 "concurrency": concurrency,
                 "repeats": repeats,
                 "forced": opts.forced.map(ForcedField::name),
