@@ -406,40 +406,11 @@ pub fn run(opts: &Options) -> anyhow::Result<()> {
                 }
                 row.speedup_vs_none = row.tokens_per_second / plain[k].1.max(1e-9);
                 if !opts.json {
-                    let range = if repeats > 1 {
-                        let [lo, hi] = row.tokens_per_second_range;
-                        format!(" ({lo:.1}-{hi:.1})")
-                    } else {
-                        String::new()
-                    };
-                    // Repetitions start from the same pools, so their MALs should agree
-                    // (draft sizing still learns across requests).
-                    let mals: Vec<f64> = reps
-                        .iter()
-                        .map(|o| o.spec.mean_accepted_length(o.completion_tokens))
-                        .collect();
-                    let mal_lo = mals.iter().copied().fold(f64::INFINITY, f64::min);
-                    let mal_hi = mals.iter().copied().fold(0.0, f64::max);
-                    let mal_range = if mal_hi - mal_lo > 0.005 {
-                        format!(" ({mal_lo:.2}-{mal_hi:.2})")
-                    } else {
-                        String::new()
-                    };
                     eprintln!(
-                        "[{}/{}] {:<24} {:<10} {:>4} tok {:>7.1} tok/s{range}  MAL {:.2}{mal_range}{}{}",
+                        "[{}/{}] {}",
                         done + k + 1,
                         records.len(),
-                        r.id,
-                        m.name(),
-                        row.completion_tokens,
-                        row.tokens_per_second,
-                        row.mean_accepted_length,
-                        if row.identical_to_plain {
-                            ""
-                        } else {
-                            "  DIFFERS"
-                        },
-                        if row.forced { "  forced" } else { "" }
+                        progress(r, m, &row, reps)
                     );
                 }
                 rows.push(Row {
@@ -516,6 +487,46 @@ pub fn run(opts: &Options) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The lowest and highest of `values`.
+fn span(values: impl Iterator<Item = f64>) -> [f64; 2] {
+    values.fold([f64::INFINITY, f64::NEG_INFINITY], |[lo, hi], v| {
+        [lo.min(v), hi.max(v)]
+    })
+}
+
+/// A record's progress line: its median repetition and, with repeats, the spread.
+fn progress(r: &Record, m: &DraftMethod, row: &RecordRow, reps: &[GenerateOutput]) -> String {
+    let mut tps = String::new();
+    let mut mal = String::new();
+    if reps.len() > 1 {
+        let [lo, hi] = row.tokens_per_second_range;
+        tps = format!(" ({lo:.1}-{hi:.1})");
+        // Repetitions start from the same pools, so their MALs should agree (draft
+        // sizing still learns across requests).
+        let [lo, hi] = span(
+            reps.iter()
+                .map(|o| o.spec.mean_accepted_length(o.completion_tokens)),
+        );
+        if hi - lo > 0.005 {
+            mal = format!(" ({lo:.2}-{hi:.2})");
+        }
+    }
+    format!(
+        "{:<24} {:<10} {:>4} tok {:>7.1} tok/s{tps}  MAL {:.2}{mal}{}{}",
+        r.id,
+        m.name(),
+        row.completion_tokens,
+        row.tokens_per_second,
+        row.mean_accepted_length,
+        if row.identical_to_plain {
+            ""
+        } else {
+            "  DIFFERS"
+        },
+        if row.forced { "  forced" } else { "" }
+    )
+}
+
 /// A record's row from its repetitions `reps`, reported as `out` (the median one).
 fn record_row(
     r: &Record,
@@ -528,9 +539,6 @@ fn record_row(
         let decode_s = (o.elapsed.saturating_sub(o.prefill_time)).as_secs_f64();
         o.completion_tokens as f64 / decode_s.max(1e-9)
     };
-    let all: Vec<f64> = reps.iter().map(tps).collect();
-    let lo = all.iter().copied().fold(f64::INFINITY, f64::min);
-    let hi = all.iter().copied().fold(0.0, f64::max);
     RecordRow {
         id: r.id.clone(),
         class: r.class,
@@ -542,7 +550,7 @@ fn record_row(
         prefill_ms: out.prefill_time.as_secs_f64() * 1e3,
         decode_ms: out.elapsed.saturating_sub(out.prefill_time).as_secs_f64() * 1e3,
         tokens_per_second: tps(out),
-        tokens_per_second_range: [lo, hi],
+        tokens_per_second_range: span(reps.iter().map(tps)),
         repeats: reps.len(),
         speedup_vs_none: 1.0,
         forward_passes: out.forward_passes,
