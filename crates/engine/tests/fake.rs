@@ -399,7 +399,8 @@ fn a_forced_generation_emits_exactly_the_forced_tokens_with_any_drafter() {
         for m in DraftMethod::ALL {
             // The answer as a reference: reference drafting copies it, so drafts are
             // accepted; the other methods mostly draft the target's own guesses.
-            let mut req = request(&prompt, &[answer.clone()], &sampling, 100).speculate(m);
+            let mut req =
+                request(&prompt, std::slice::from_ref(&answer), &sampling, 100).speculate(m);
             req.speculation.acceptance = forced.clone();
             let out = engine.generate(&req, &mut |_| true).unwrap();
             assert_eq!(out.token_ids, answer, "{}", m.name());
