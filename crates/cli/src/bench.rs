@@ -34,6 +34,15 @@ pub struct BenchArgs {
     /// the same at any concurrency).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=256))]
     concurrency: u64,
+    /// Make every output this record field (LLMA's forced-output benchmark): the target
+    /// still verifies every draft tree, but drafts are accepted against the field's tokens,
+    /// not the model's choice. Measures drafting on realistic answers; not plain decoding.
+    #[arg(long, value_enum)]
+    forced: Option<crate::workload::ForcedField>,
+    /// Timed runs of each record per method, interleaved (none, m1, .., none, m1, ..),
+    /// every method's pool put back before each; per record the median is reported.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=100))]
+    repeats: u64,
     #[command(flatten)]
     sampling: SamplingArgs,
     #[command(flatten)]
@@ -80,6 +89,8 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
                 sampling: args.sampling.params(),
                 drafting: args.drafting,
                 concurrency: args.concurrency as usize,
+                forced: args.forced,
+                repeats: args.repeats as usize,
             })
         }
     }

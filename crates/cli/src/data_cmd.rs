@@ -11,7 +11,9 @@ use specdec_workloads::{build, write_jsonl, DataDirs, WorkloadKind};
 pub enum DataCommand {
     /// Fetch the datasets (cached) and write one JSONL workload per kind.
     Build {
-        /// Kinds to build: faq-rag, humaneval-rewrite, sharegpt-passage, sharegpt-chat.
+        /// Kinds to build: faq-rag, humaneval-rewrite, sharegpt-passage, sharegpt-chat,
+        /// faq-forced (with `answer`s for `bench --forced`), chat-repeats (first, repeat
+        /// and edit classes).
         #[arg(
             long,
             value_delimiter = ',',

@@ -1,17 +1,17 @@
 //! `specdec bench --workload`: every method on every record, interleaved, in one process.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::Context;
 use serde::Serialize;
 use specdec_engine::{
-    DraftMethod, Engine, GenerateOutput, GenerateRequest, Outcome, PoolName, SamplingParams,
-    Scheduler, SpecStats, Speculation,
+    Acceptance, DraftMethod, Engine, GenerateOutput, GenerateRequest, Outcome, Pool, PoolName,
+    Pools, SamplingParams, Scheduler, SpecStats, Speculation,
 };
 use specdec_runtime::{Node, SeqInput, Want};
-use specdec_workloads::{read_jsonl, Record};
+use specdec_workloads::{read_jsonl, Record, RecordClass};
 
 use crate::common::{self, Loaded, ModelArgs};
 use crate::draft_args::DraftArgs;
@@ -26,6 +26,32 @@ pub struct Options {
     pub drafting: DraftArgs,
     /// Records generated together through the engine's scheduler.
     pub concurrency: usize,
+    /// Forces every output to this field of its record (LLMA's forced-output benchmark).
+    pub forced: Option<ForcedField>,
+    /// Timed runs of each record per method, interleaved; the median is reported.
+    pub repeats: usize,
+}
+
+/// A record field `--forced` can make the output: the text a capable model would write,
+/// so drafting is measured on realistic answers even when the model is too small to write
+/// them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ForcedField {
+    Answer,
+}
+
+impl ForcedField {
+    fn name(self) -> &'static str {
+        match self {
+            ForcedField::Answer => "answer",
+        }
+    }
+
+    fn text(self, r: &Record) -> Option<&str> {
+        match self {
+            ForcedField::Answer => r.answer.as_deref(),
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -37,14 +63,24 @@ struct Divergence {
 #[derive(Serialize)]
 struct RecordRow {
     id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    class: Option<RecordClass>,
     method: &'static str,
+    /// The output was the record's forced text, not the model's (see `--forced`).
+    forced: bool,
     prompt_tokens: usize,
     completion_tokens: usize,
     elapsed_ms: f64,
     prefill_ms: f64,
+    decode_ms: f64,
     /// Completion tokens per second of decoding (prefill, identical for all methods,
-    /// excluded).
+    /// excluded); with repeats, the median repetition's (the other fields are its too).
     tokens_per_second: f64,
+    /// The lowest and highest tokens per second over the repetitions.
+    tokens_per_second_range: [f64; 2],
+    repeats: usize,
+    /// tokens_per_second over `none`'s on the same record.
+    speedup_vs_none: f64,
     forward_passes: usize,
     mean_accepted_length: f64,
     drafted_tokens: usize,
@@ -59,6 +95,7 @@ struct RecordRow {
 #[derive(Serialize)]
 struct SummaryRow {
     method: &'static str,
+    forced: bool,
     records: usize,
     completion_tokens: usize,
     elapsed_ms: f64,
@@ -67,9 +104,15 @@ struct SummaryRow {
     speedup_vs_none: f64,
     mean_accepted_length: f64,
     identical_records: usize,
+    /// The per-record floor: the lowest per-record speedup vs `none`, and how many records
+    /// fall below 0.95x (a method may win on average and still lose on some records).
+    min_record_speedup: f64,
+    records_below_0_95: usize,
     /// Completion tokens per second of wall time with `concurrency` records in flight
-    /// (prefill included): the throughput a batch of clients sees.
-    aggregate_tokens_per_second: f64,
+    /// (prefill included): the throughput a batch of clients sees. Whole runs only (a
+    /// class's records share their batches' wall time with others).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    aggregate_tokens_per_second: Option<f64>,
     accepted_by_position: Vec<usize>,
     accepted_by_source: BTreeMap<&'static str, usize>,
 }
@@ -79,7 +122,7 @@ fn request(
     r: &Record,
     opts: &Options,
     method: DraftMethod,
-    pool: Option<PoolName>,
+    forced: Option<ForcedField>,
 ) -> anyhow::Result<GenerateRequest> {
     let prompt = loaded.prompt_tokens(&r.prompt, r.chat, None)?;
     let references = r
@@ -87,16 +130,37 @@ fn request(
         .iter()
         .map(|t| loaded.tokenizer.encode(t, false))
         .collect::<Result<_, _>>()?;
+    let (mut acceptance, mut max_tokens) = (Acceptance::Strict, r.max_tokens);
+    if let Some(field) = forced {
+        let text = field.text(r).with_context(|| {
+            format!(
+                "record {} has no `{}` field, which --forced {} needs",
+                r.id,
+                field.name(),
+                field.name()
+            )
+        })?;
+        let output = loaded.tokenizer.encode(text, false)?;
+        anyhow::ensure!(
+            !output.is_empty(),
+            "record {}: its `{}` is empty",
+            r.id,
+            field.name()
+        );
+        // The generation ends with the forced text.
+        max_tokens = max_tokens.min(output.len());
+        acceptance = Acceptance::Forced([prompt.as_slice(), &output].concat().into());
+    }
     Ok(GenerateRequest {
         sampling: opts.sampling.clone(),
         speculation: Speculation {
             method,
             max_draft: opts.drafting.budget,
             references,
-            pool,
+            acceptance,
             ..Speculation::default()
         },
-        ..GenerateRequest::new(prompt, r.max_tokens)
+        ..GenerateRequest::new(prompt, max_tokens)
     })
 }
 
@@ -104,6 +168,29 @@ fn request(
 /// produced for the same record.
 fn method_pool(m: DraftMethod) -> PoolName {
     PoolName::parse(&format!("bench-{}", m.name())).expect("a valid pool name")
+}
+
+/// Every method's pool, to put back before each repetition of a record: a method must not
+/// learn from its own earlier repetition of the same record. Pools hold a trie each today;
+/// what else a pool comes to hold must be copied here too.
+struct PoolSnapshot(Vec<(PoolName, Pool)>);
+
+impl PoolSnapshot {
+    fn take(pools: &mut Pools, methods: &[DraftMethod]) -> anyhow::Result<Self> {
+        let mut out = Vec::new();
+        for m in methods {
+            let name = method_pool(*m);
+            let pool = pools.pool(Some(&name))?.deep_clone();
+            out.push((name, pool));
+        }
+        Ok(PoolSnapshot(out))
+    }
+
+    fn restore(&self, pools: &mut Pools) {
+        for (name, pool) in &self.0 {
+            pools.insert(name.clone(), pool.deep_clone());
+        }
+    }
 }
 
 /// A record's place in the group being run; benchmark records are never cancelled.
@@ -181,8 +268,36 @@ fn divergence(
     }))
 }
 
+/// One record's result under one method.
+struct Row {
+    method: usize,
+    row: RecordRow,
+    spec: SpecStats,
+}
+
+/// Index of the median of `reps` by decode time; of the two middle ones for an even count,
+/// the faster (a shared machine's noise only ever slows a run down).
+fn median_rep(reps: &[GenerateOutput]) -> usize {
+    let decode = |o: &GenerateOutput| o.elapsed.saturating_sub(o.prefill_time);
+    let mut order: Vec<usize> = (0..reps.len()).collect();
+    order.sort_by_key(|&i| decode(&reps[i]));
+    order[(order.len() - 1) / 2]
+}
+
 pub fn run(opts: &Options) -> anyhow::Result<()> {
     let records = read_jsonl(&opts.path)?;
+    if let Some(field) = opts.forced {
+        // Before the model loads: a missing field is a workload problem.
+        if let Some(r) = records.iter().find(|r| field.text(r).is_none()) {
+            anyhow::bail!(
+                "record {} has no `{}` field, which --forced {} needs (faq-forced workloads have it)",
+                r.id,
+                field.name(),
+                field.name()
+            );
+        }
+    }
+    let repeats = opts.repeats.max(1);
     let mut methods = vec![DraftMethod::None];
     methods.extend(opts.methods.iter().filter(|m| **m != DraftMethod::None));
     let loaded = common::load(&opts.model)?;
@@ -202,39 +317,70 @@ pub fn run(opts: &Options) -> anyhow::Result<()> {
         }
     }
     let pools = sched.engine_mut().pools_mut();
-    let snapshot = pools.global().deep_clone();
-    for m in &methods {
-        pools.insert(method_pool(*m), snapshot.deep_clone());
-    }
-    let mut rows: Vec<(usize, RecordRow, SpecStats)> = Vec::new();
+    let global = pools.global().deep_clone();
+    // Every method starts from the (warmed) global pool.
+    PoolSnapshot(
+        methods
+            .iter()
+            .map(|m| (method_pool(*m), global.deep_clone()))
+            .collect(),
+    )
+    .restore(pools);
+    let mut rows: Vec<Row> = Vec::new();
     let mut wall = vec![0f64; methods.len()];
     let (mut oracle_tokens, mut oracle_steps) = (0, 0);
     let mut done = 0;
     // Methods take turns on groups of records (one record at a time without concurrency,
     // as before); within a group up to `concurrency` records are in flight, refilled as
-    // they finish, so the group's tail is the only time the batch runs short.
+    // they finish, so the group's tail is the only time the batch runs short. Repetitions
+    // take turns the same way: none, m1, m2, none, m1, m2, ...
     let group_size = if concurrency == 1 { 1 } else { 4 * concurrency };
     for group in records.chunks(group_size) {
-        let mut plain: Vec<Vec<u32>> = Vec::new();
         // Each record is tokenized once; every method runs a copy of it.
         let base = group
             .iter()
-            .map(|r| request(&loaded, r, opts, DraftMethod::None, None))
+            .map(|r| request(&loaded, r, opts, DraftMethod::None, opts.forced))
             .collect::<anyhow::Result<Vec<_>>>()?;
+        let snapshot = if repeats > 1 {
+            Some(PoolSnapshot::take(
+                sched.engine_mut().pools_mut(),
+                &methods,
+            )?)
+        } else {
+            None
+        };
+        // outs[method][record][repetition]
+        let mut outs: Vec<Vec<Vec<GenerateOutput>>> =
+            vec![(0..group.len()).map(|_| Vec::new()).collect(); methods.len()];
+        for rep in 0..repeats {
+            if let (Some(s), true) = (&snapshot, rep > 0) {
+                s.restore(sched.engine_mut().pools_mut());
+            }
+            for (mi, m) in methods.iter().enumerate() {
+                let reqs = base
+                    .iter()
+                    .map(|q| {
+                        let mut q = q.clone();
+                        q.speculation.method = *m;
+                        q.speculation.pool = Some(method_pool(*m));
+                        q
+                    })
+                    .collect();
+                let (got, secs) = run_together(&mut sched, reqs)
+                    .with_context(|| format!("records from {} with {}", group[0].id, m.name()))?;
+                wall[mi] += secs / repeats as f64;
+                for (k, out) in got.into_iter().enumerate() {
+                    outs[mi][k].push(out);
+                }
+            }
+        }
+        let mut plain: Vec<(Vec<u32>, f64)> = Vec::new();
         for (mi, m) in methods.iter().enumerate() {
-            let reqs = base
-                .iter()
-                .map(|q| {
-                    let mut q = q.clone();
-                    q.speculation.method = *m;
-                    q.speculation.pool = Some(method_pool(*m));
-                    q
-                })
-                .collect();
-            let (outs, secs) = run_together(&mut sched, reqs)
-                .with_context(|| format!("records from {} with {}", group[0].id, m.name()))?;
-            wall[mi] += secs;
-            for (k, (r, out)) in group.iter().zip(outs).enumerate() {
+            for (k, (r, reps)) in group.iter().zip(&outs[mi]).enumerate() {
+                if reps.iter().any(|o| o.token_ids != reps[0].token_ids) {
+                    eprintln!("warning: {} with {}: repetitions differ", r.id, m.name());
+                }
+                let out = &reps[median_rep(reps)];
                 if mi == 0 {
                     oracle_tokens += out.token_ids.len();
                     oracle_steps += crate::oracle::copy_steps(
@@ -243,45 +389,83 @@ pub fn run(opts: &Options) -> anyhow::Result<()> {
                         &out.token_ids,
                         opts.drafting.budget,
                     );
-                    plain.push(out.token_ids.clone());
                 }
-                let first_divergence =
-                    divergence(&loaded, &base[k].prompt, &plain[k], &out.token_ids)?;
-                let row = record_row(r, m.name(), &out, first_divergence);
+                let first_divergence = match plain.get(k) {
+                    Some((p, _)) => divergence(&loaded, &base[k].prompt, p, &out.token_ids)?,
+                    None => None,
+                };
+                let mut row = record_row(r, m.name(), reps, out, first_divergence);
+                if mi == 0 {
+                    plain.push((out.token_ids.clone(), row.tokens_per_second));
+                }
+                row.speedup_vs_none = row.tokens_per_second / plain[k].1.max(1e-9);
                 if !opts.json {
                     eprintln!(
-                        "[{}/{}] {:<24} {:<10} {:>4} tok {:>7.1} tok/s  MAL {:.2}{}",
+                        "[{}/{}] {}",
                         done + k + 1,
                         records.len(),
-                        r.id,
-                        m.name(),
-                        row.completion_tokens,
-                        row.tokens_per_second,
-                        row.mean_accepted_length,
-                        if row.identical_to_plain {
-                            ""
-                        } else {
-                            "  DIFFERS"
-                        }
+                        progress(r, m, &row, reps)
                     );
                 }
-                rows.push((mi, row, out.spec));
+                rows.push(Row {
+                    method: mi,
+                    row,
+                    spec: out.spec.clone(),
+                });
             }
         }
         done += group.len();
     }
-    let summary = summarize(&methods, &rows, &wall);
+    let all: Vec<&Row> = rows.iter().collect();
+    let summary = summarize(&methods, &all, Some(&wall));
+    // A table per class, in class order, when the workload has classes.
+    let classes: BTreeSet<RecordClass> = records.iter().filter_map(|r| r.class).collect();
+    let by_class: Vec<(&'static str, Vec<SummaryRow>)> = classes
+        .iter()
+        .map(|c| {
+            let mine: Vec<&Row> = rows.iter().filter(|r| r.row.class == Some(*c)).collect();
+            (c.name(), summarize(&methods, &mine, None))
+        })
+        .collect();
     let oracle_mal = oracle_tokens as f64 / oracle_steps.max(1) as f64;
     if opts.json {
-        let records: Vec<&RecordRow> = rows.iter().map(|(_, r, _)| r).collect();
+        let records: Vec<&RecordRow> = rows.iter().map(|r| &r.row).collect();
         println!(
             "{}",
             serde_json::json!({ "records": records, "summary": summary,
+                "classes": by_class.iter().map(|(c, s)| (*c, s)).collect::<BTreeMap<_, _>>(),
                 "concurrency": concurrency,
+                "repeats": repeats,
+                "forced": opts.forced.map(ForcedField::name),
                 "copy_oracle_mean_accepted_length": oracle_mal })
         );
     } else {
-        print_table(&summary, concurrency);
+        if let Some(field) = opts.forced {
+            println!(
+                "forced: every output is its record's `{}`; drafts are accepted against it, \
+                 not the model's choice (this measures drafting, not the model)",
+                field.name()
+            );
+        }
+        if !by_class.is_empty() {
+            println!("all records:");
+        }
+        print_table(&summary);
+        for (class, s) in &by_class {
+            println!("\nclass {class}:");
+            print_table(s);
+        }
+        println!(
+            "(speedup: decode tok/s over none's; floor: the lowest per-record speedup, \
+             <0.95x: records below 0.95x; aggr tok/s: completion tokens per second of wall \
+             time, prefill included, {concurrency} record(s) in flight{})",
+            if repeats > 1 {
+                format!("; per record the median of {repeats} repetitions")
+            } else {
+                String::new()
+            }
+        );
+        print_positions(&summary);
         println!(
             "\ncopy oracle: always copying the longest true continuation found in the prompt, \
              references or output so far (at most {} tokens) gives MAL {oracle_mal:.2}",
@@ -297,21 +481,72 @@ pub fn run(opts: &Options) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The lowest and highest of `values`.
+fn span(values: impl Iterator<Item = f64>) -> [f64; 2] {
+    values.fold([f64::INFINITY, f64::NEG_INFINITY], |[lo, hi], v| {
+        [lo.min(v), hi.max(v)]
+    })
+}
+
+/// A record's progress line: its median repetition and, with repeats, the spread.
+fn progress(r: &Record, m: &DraftMethod, row: &RecordRow, reps: &[GenerateOutput]) -> String {
+    let mut tps = String::new();
+    let mut mal = String::new();
+    if reps.len() > 1 {
+        let [lo, hi] = row.tokens_per_second_range;
+        tps = format!(" ({lo:.1}-{hi:.1})");
+        // Repetitions start from the same pools, so their MALs should agree (draft
+        // sizing still learns across requests).
+        let [lo, hi] = span(
+            reps.iter()
+                .map(|o| o.spec.mean_accepted_length(o.completion_tokens)),
+        );
+        if hi - lo > 0.005 {
+            mal = format!(" ({lo:.2}-{hi:.2})");
+        }
+    }
+    format!(
+        "{:<24} {:<10} {:>4} tok {:>7.1} tok/s{tps}  MAL {:.2}{mal}{}{}",
+        r.id,
+        m.name(),
+        row.completion_tokens,
+        row.tokens_per_second,
+        row.mean_accepted_length,
+        if row.identical_to_plain {
+            ""
+        } else {
+            "  DIFFERS"
+        },
+        if row.forced { "  forced" } else { "" }
+    )
+}
+
+/// A record's row from its repetitions `reps`, reported as `out` (the median one).
 fn record_row(
     r: &Record,
     method: &'static str,
+    reps: &[GenerateOutput],
     out: &GenerateOutput,
     first_divergence: Option<Divergence>,
 ) -> RecordRow {
-    let decode_s = (out.elapsed - out.prefill_time).as_secs_f64();
+    let tps = |o: &GenerateOutput| {
+        let decode_s = (o.elapsed.saturating_sub(o.prefill_time)).as_secs_f64();
+        o.completion_tokens as f64 / decode_s.max(1e-9)
+    };
     RecordRow {
         id: r.id.clone(),
+        class: r.class,
         method,
+        forced: out.forced,
         prompt_tokens: out.prompt_tokens,
         completion_tokens: out.completion_tokens,
         elapsed_ms: out.elapsed.as_secs_f64() * 1e3,
         prefill_ms: out.prefill_time.as_secs_f64() * 1e3,
-        tokens_per_second: out.completion_tokens as f64 / decode_s.max(1e-9),
+        decode_ms: out.elapsed.saturating_sub(out.prefill_time).as_secs_f64() * 1e3,
+        tokens_per_second: tps(out),
+        tokens_per_second_range: span(reps.iter().map(tps)),
+        repeats: reps.len(),
+        speedup_vs_none: 1.0,
         forward_passes: out.forward_passes,
         mean_accepted_length: out.spec.mean_accepted_length(out.completion_tokens),
         drafted_tokens: out.spec.drafted_tokens,
@@ -323,27 +558,26 @@ fn record_row(
     }
 }
 
-fn summarize(
-    methods: &[DraftMethod],
-    rows: &[(usize, RecordRow, SpecStats)],
-    wall: &[f64],
-) -> Vec<SummaryRow> {
+/// Per-method totals over `rows`; `wall` (per method) gives the aggregate throughput.
+fn summarize(methods: &[DraftMethod], rows: &[&Row], wall: Option<&[f64]>) -> Vec<SummaryRow> {
     let mut out: Vec<SummaryRow> = Vec::new();
     for (mi, m) in methods.iter().enumerate() {
-        let mine: Vec<_> = rows.iter().filter(|(i, _, _)| *i == mi).collect();
-        let tokens: usize = mine.iter().map(|(_, r, _)| r.completion_tokens).sum();
-        let elapsed: f64 = mine.iter().map(|(_, r, _)| r.elapsed_ms).sum();
-        let decode: f64 = mine
+        let mine: Vec<&RecordRow> = rows
             .iter()
-            .map(|(_, r, _)| r.elapsed_ms - r.prefill_ms)
-            .sum();
+            .filter(|r| r.method == mi)
+            .map(|r| &r.row)
+            .collect();
+        let tokens: usize = mine.iter().map(|r| r.completion_tokens).sum();
+        let elapsed: f64 = mine.iter().map(|r| r.elapsed_ms).sum();
+        let decode: f64 = mine.iter().map(|r| r.decode_ms).sum();
         let mut spec = SpecStats::default();
-        for (_, _, o) in &mine {
-            spec.merge(o);
+        for r in rows.iter().filter(|r| r.method == mi) {
+            spec.merge(&r.spec);
         }
         let tps = tokens as f64 / (decode / 1e3).max(1e-9);
         out.push(SummaryRow {
             method: m.name(),
+            forced: mine.iter().any(|r| r.forced),
             records: mine.len(),
             completion_tokens: tokens,
             elapsed_ms: elapsed,
@@ -351,8 +585,13 @@ fn summarize(
             tokens_per_second: tps,
             speedup_vs_none: out.first().map_or(1.0, |none| tps / none.tokens_per_second),
             mean_accepted_length: spec.mean_accepted_length(tokens),
-            identical_records: mine.iter().filter(|(_, r, _)| r.identical_to_plain).count(),
-            aggregate_tokens_per_second: tokens as f64 / wall[mi].max(1e-9),
+            identical_records: mine.iter().filter(|r| r.identical_to_plain).count(),
+            min_record_speedup: mine
+                .iter()
+                .map(|r| r.speedup_vs_none)
+                .fold(f64::INFINITY, f64::min),
+            records_below_0_95: mine.iter().filter(|r| r.speedup_vs_none < 0.95).count(),
+            aggregate_tokens_per_second: wall.map(|w| tokens as f64 / w[mi].max(1e-9)),
             accepted_by_position: spec.accepted_by_position,
             accepted_by_source: spec.accepted_by_source,
         });
@@ -360,9 +599,10 @@ fn summarize(
     out
 }
 
-fn print_table(summary: &[SummaryRow], concurrency: usize) {
+fn print_table(summary: &[SummaryRow]) {
+    let forced = summary.iter().any(|s| s.forced);
     println!(
-        "{:<10} {:>7} {:>8} {:>10} {:>8} {:>8} {:>6} {:>10} {:>10}",
+        "{:<10} {:>7} {:>8} {:>10} {:>8} {:>8} {:>6} {:>10} {:>6} {:>6} {:>10}{}",
         "method",
         "records",
         "tokens",
@@ -371,11 +611,17 @@ fn print_table(summary: &[SummaryRow], concurrency: usize) {
         "speedup",
         "MAL",
         "identical",
-        "aggr tok/s"
+        "floor",
+        "<0.95x",
+        "aggr tok/s",
+        if forced { "  output" } else { "" }
     );
     for s in summary {
+        let aggr = s
+            .aggregate_tokens_per_second
+            .map_or("-".to_string(), |a| format!("{a:.1}"));
         println!(
-            "{:<10} {:>7} {:>8} {:>10.0} {:>8.1} {:>7.2}x {:>6.2} {:>6}/{} {:>10.1}",
+            "{:<10} {:>7} {:>8} {:>10.0} {:>8.1} {:>7.2}x {:>6.2} {:>10} {:>5.2}x {:>6} {:>10}{}",
             s.method,
             s.records,
             s.completion_tokens,
@@ -383,12 +629,16 @@ fn print_table(summary: &[SummaryRow], concurrency: usize) {
             s.tokens_per_second,
             s.speedup_vs_none,
             s.mean_accepted_length,
-            s.identical_records,
-            s.records,
-            s.aggregate_tokens_per_second
+            format!("{}/{}", s.identical_records, s.records),
+            s.min_record_speedup,
+            s.records_below_0_95,
+            aggr,
+            if s.forced { "  forced" } else { "" }
         );
     }
-    println!("(aggr tok/s: completion tokens per second of wall time, prefill included, {concurrency} record(s) in flight)");
+}
+
+fn print_positions(summary: &[SummaryRow]) {
     println!("\naccepted by position (steps whose accepted path reached depth d):");
     for s in summary.iter().skip(1) {
         let cells: Vec<String> = s

@@ -186,3 +186,106 @@ fn bench_workload_reports_records_and_summary() {
     let o = specdec(&["bench", "--workload", bad.to_str().unwrap()]);
     assert_clean_error(&o, "line 1: unknown field `promt`");
 }
+
+#[test]
+fn bench_forced_outputs_are_the_answers_and_say_so() {
+    let wl = temp_file(
+        "forced.jsonl",
+        br#"{"id":"f1","prompt":"Name a colour.","references":["The sky is blue and the grass is green."],"max_tokens":40,"chat":true,"answer":"The sky is blue and the grass is green."}
+{"id":"f2","prompt":"Count to five.","max_tokens":6,"chat":true,"answer":"One, two, three, four, five."}
+"#,
+    );
+    let args = [
+        "bench",
+        "--workload",
+        wl.to_str().unwrap(),
+        "--draft",
+        "none,reference",
+    ];
+    let o = specdec(&[&args[..], &["--forced", "answer", "--json"]].concat());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["forced"], "answer");
+    let records = v["records"].as_array().unwrap();
+    assert!(records.iter().all(|r| r["forced"] == true), "{v}");
+    assert!(v["summary"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|s| s["forced"] == true));
+    // Every method emits the same forced tokens; f2 stops at its max_tokens.
+    assert_eq!(records[0]["token_ids"], records[1]["token_ids"]);
+    assert_eq!(records[2]["completion_tokens"], 6);
+    // The answer is in the reference: reference drafting copies it.
+    assert!(
+        records[1]["mean_accepted_length"].as_f64().unwrap() > 2.0,
+        "{v}"
+    );
+
+    let o = specdec(&[&args[..], &["--forced", "answer"]].concat());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let table = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        table.lines().filter(|l| l.ends_with("forced")).count() == 2,
+        "{table}"
+    );
+
+    let plain = temp_file(
+        "unforced.jsonl",
+        br#"{"id":"no-answer","prompt":"Hi there.","max_tokens":4,"chat":true}"#,
+    );
+    let o = specdec(&[
+        "bench",
+        "--workload",
+        plain.to_str().unwrap(),
+        "--forced",
+        "answer",
+    ]);
+    assert_clean_error(&o, "record no-answer has no `answer` field");
+    let o = specdec(&[
+        "bench",
+        "--workload",
+        plain.to_str().unwrap(),
+        "--forced",
+        "prompt",
+    ]);
+    assert!(!o.status.success());
+}
+
+#[test]
+fn bench_repeats_and_classes_report_medians_floors_and_class_tables() {
+    let wl = temp_file(
+        "classes.jsonl",
+        br#"{"id":"a","prompt":"Say hello.","max_tokens":8,"chat":true,"class":"first"}
+{"id":"a#repeat","prompt":"Say hello.","max_tokens":8,"chat":true,"class":"repeat"}
+"#,
+    );
+    let o = specdec(&[
+        "bench",
+        "--workload",
+        wl.to_str().unwrap(),
+        "--draft",
+        "none,trie",
+        "--repeats",
+        "2",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["repeats"], 2);
+    for r in v["records"].as_array().unwrap() {
+        assert_eq!(r["repeats"], 2);
+        let range = r["tokens_per_second_range"].as_array().unwrap();
+        let tps = r["tokens_per_second"].as_f64().unwrap();
+        assert!(range[0].as_f64().unwrap() <= tps && tps <= range[1].as_f64().unwrap());
+    }
+    for class in ["first", "repeat"] {
+        let rows = v["classes"][class].as_array().unwrap();
+        assert_eq!(rows.len(), 2, "{v}");
+        assert_eq!(rows[1]["records"], 1);
+        assert!(rows[1]["aggregate_tokens_per_second"].is_null());
+    }
+    let trie = &v["summary"][1];
+    assert!(trie["min_record_speedup"].as_f64().unwrap() > 0.0);
+    assert!(trie["records_below_0_95"].as_u64().unwrap() <= 2);
+}

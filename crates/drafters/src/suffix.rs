@@ -58,9 +58,10 @@ pub struct SuffixDrafter {
     ctx: Vec<u32>,
     ctx_start: usize,
     matcher: Matcher,
-    /// The occurrence the last draft followed, advanced while the text keeps agreeing:
-    /// once a copy is accepted, the next draft continues the same span.
-    sticky: Option<usize>,
+    /// The occurrence the last draft followed (its end position and how many context
+    /// tokens it matches), advanced while the text keeps agreeing: once a copy is
+    /// accepted, the next draft continues the same span.
+    sticky: Option<(usize, usize)>,
     builder: TreeBuilder,
     ends: Vec<(usize, usize)>,
     buf: Vec<u32>,
@@ -116,10 +117,10 @@ impl SuffixDrafter {
             self.matcher.follow(split);
         }
         let text = self.sam.text();
-        self.sticky = self.sticky.and_then(|e| {
+        self.sticky = self.sticky.and_then(|(e, len)| {
             let n = e + 1;
             let same_doc = n < text.len() && self.sam.document_of(n).0 <= e;
-            (same_doc && text[n] == t).then_some(n)
+            (same_doc && text[n] == t).then_some((n, len + 1))
         });
         self.matcher.advance(&self.sam, t);
         if self.matcher.len == 0 {
@@ -154,7 +155,11 @@ impl SuffixDrafter {
             }
         };
         let m = self.matcher;
-        push(&mut self.ends, self.sticky, m.len);
+        // The sticky occurrence matches only as much context as it has agreed with, which
+        // may be less than the longest match: its copy is sized by that.
+        if let Some((e, len)) = self.sticky {
+            push(&mut self.ends, Some(e), len.min(m.len));
+        }
         let mut s = m.state;
         let mut len = m.len;
         while len >= self.cfg.min_match.max(1) && self.ends.len() < want {
@@ -229,7 +234,7 @@ impl Drafter for SuffixDrafter {
                 });
         }
         // Follow the primary occurrence from now on (see `sticky`).
-        self.sticky = self.ends.first().map(|&(e, _)| e);
+        self.sticky = self.ends.first().copied();
         self.builder.build(root, budget)
     }
 

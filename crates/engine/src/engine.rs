@@ -7,6 +7,7 @@ use std::time::Instant;
 use specdec_drafters::Drafter;
 use specdec_runtime::{SeqInput, Target, Want};
 use specdec_tokenizer::Tokenizer;
+use specdec_verify::Acceptance;
 
 use crate::budget::{AcceptanceMemories, BatchLoad, CostModel};
 use crate::generation::{Generation, Sink, StepInput};
@@ -44,6 +45,13 @@ impl<'m> Engine<'m> {
     /// a prefix with them; see [`PrefixCache`].
     pub fn with_prefix_cache(mut self, max_bytes: usize) -> Self {
         self.prefix_cache = Some(PrefixCache::new(max_bytes));
+        self
+    }
+
+    /// Sizes drafts with this cost model instead of one learned from this engine's timings
+    /// (see [`CostModel::frozen`]).
+    pub fn with_cost_model(mut self, cost: CostModel) -> Self {
+        self.cost = cost;
         self
     }
 
@@ -117,6 +125,13 @@ impl<'m> Engine<'m> {
         req.sampling
             .validate()
             .map_err(EngineError::InvalidRequest)?;
+        if let Acceptance::Forced(expected) = &req.speculation.acceptance {
+            if !expected.starts_with(&req.prompt) {
+                return Err(EngineError::InvalidRequest(
+                    "forced tokens must start with the prompt".into(),
+                ));
+            }
+        }
         let limit = self.target.config().context_length;
         // Drafts never push past this: each step caps its tree by the room left.
         let needed = req.prompt.len() + req.max_tokens;

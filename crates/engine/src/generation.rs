@@ -133,13 +133,21 @@ pub struct Generation<'a> {
 
 impl<'a> Generation<'a> {
     pub(crate) fn new(
-        req: GenerateRequest,
+        mut req: GenerateRequest,
         seq: Sequence,
         drafter: Option<Box<dyn Drafter + 'a>>,
         sink: Sink<'a>,
         policy: BudgetPolicy,
     ) -> Self {
         let cached = seq.len();
+        // A forced output ends with its text (finish reason: length).
+        if let Some(n) = req
+            .speculation
+            .acceptance
+            .forced_remaining(req.prompt.len())
+        {
+            req.max_tokens = req.max_tokens.min(n);
+        }
         Generation {
             rng: Rng::new(req.sampling.seed),
             policy,
@@ -218,6 +226,7 @@ impl<'a> Generation<'a> {
             finish_reason: finish,
             spec: self.stats,
             relaxed: self.req.speculation.acceptance.is_relaxed(),
+            forced: self.req.speculation.acceptance.is_forced(),
         };
         (out, self.seq, learned)
     }

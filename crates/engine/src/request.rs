@@ -136,4 +136,7 @@ pub struct GenerateOutput {
     /// Whether a relaxed acceptance rule verified the drafts (the output may then differ
     /// from plain decoding's).
     pub relaxed: bool,
+    /// Whether the output was forced to a given text (benchmarks only; `relaxed` is set
+    /// too): it measures drafting, not the model.
+    pub forced: bool,
 }

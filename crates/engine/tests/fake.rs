@@ -7,10 +7,11 @@ use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
 use specdec_drafters::{Drafter, Meta, Source, TokenTree};
+use specdec_engine::budget::CostModel;
 use specdec_engine::scheduler::Progress;
 use specdec_engine::{
-    DraftMethod, Engine, FinishReason, GenerateOutput, GenerateRequest, Job, Outcome, PoolName,
-    SamplingParams, Scheduler,
+    Acceptance, DraftMethod, Engine, FinishReason, GenerateOutput, GenerateRequest, Job, Outcome,
+    PoolName, SamplingParams, Scheduler,
 };
 use specdec_gguf::write::Builder;
 use specdec_gguf::{GgufFile, Value};
@@ -120,7 +121,9 @@ proptest! {
 #[test]
 fn drafts_are_accepted_and_save_forwards_on_the_fake_target() {
     let t = target();
-    let mut engine = Engine::new(&t, tokenizer());
+    // The fake's forward costs grow with its rows (it has no weights to stream), so a cost
+    // curve learned from its timings says no draft pays: size drafts by the runtime's shape.
+    let mut engine = Engine::new(&t, tokenizer()).with_cost_model(CostModel::frozen());
     let prompt: Vec<u32> = (0..30).map(|i| 3 + (i * 7 % 50) as u32).collect();
     let req = request(&prompt, &[], &SamplingParams::default(), 50);
     let plain = engine.generate(&req, &mut |_| true).unwrap();
@@ -385,4 +388,43 @@ fn a_pool_learns_only_from_its_own_requests() {
     let again = engine.generate(&req, &mut |_| true).unwrap();
     assert_eq!(again.token_ids, out.token_ids);
     assert!(again.spec.accepted_tokens > 0);
+}
+
+/// Forced output (the benchmark's `--forced`): whatever the drafter, the sampling and the
+/// target's logits, the output is the forced tokens, ending with them.
+#[test]
+fn a_forced_generation_emits_exactly_the_forced_tokens_with_any_drafter() {
+    let t = target();
+    let mut engine = Engine::new(&t, tokenizer()).with_cost_model(CostModel::frozen());
+    let prompt: Vec<u32> = (0..20).map(|i| 3 + (i * 5 % 40) as u32).collect();
+    let answer: Vec<u32> = (0..35).map(|i| 3 + (i * 11 % 200) as u32).collect();
+    let forced = Acceptance::Forced([prompt.clone(), answer.clone()].concat().into());
+    let sampled = SamplingParams {
+        temperature: 0.8,
+        seed: 3,
+        ..SamplingParams::default()
+    };
+    for sampling in [SamplingParams::default(), sampled] {
+        for m in DraftMethod::ALL {
+            // The answer as a reference: reference drafting copies it, so drafts are
+            // accepted; the other methods mostly draft the target's own guesses.
+            let mut req =
+                request(&prompt, std::slice::from_ref(&answer), &sampling, 100).speculate(m);
+            req.speculation.acceptance = forced.clone();
+            let out = engine.generate(&req, &mut |_| true).unwrap();
+            assert_eq!(out.token_ids, answer, "{}", m.name());
+            assert_eq!(out.finish_reason, FinishReason::Length);
+            assert!(out.forced && out.relaxed);
+            if m == DraftMethod::Reference {
+                assert!(out.spec.accepted_tokens > 0, "{:?}", out.spec);
+                assert!(out.spec.steps < answer.len(), "{:?}", out.spec);
+            }
+            req.max_tokens = 10;
+            let short = engine.generate(&req, &mut |_| true).unwrap();
+            assert_eq!(short.token_ids, answer[..10]);
+        }
+    }
+    let mut other = request(&[9, 9, 9], &[], &SamplingParams::default(), 10);
+    other.speculation.acceptance = forced;
+    assert!(engine.generate(&other, &mut |_| true).is_err());
 }

@@ -5,7 +5,7 @@ use std::sync::OnceLock;
 
 use proptest::prelude::*;
 use serde_json::{json, Value};
-use specdec_engine::{DraftMethod, ModelMeta};
+use specdec_engine::{Acceptance, DraftMethod, ModelMeta};
 use specdec_server::validate::{parse, Endpoint, Frontend};
 
 fn frontend() -> &'static Frontend {
@@ -126,6 +126,14 @@ fn the_valid_bodies_parse() {
         let r = parse(frontend(), endpoint, &b).unwrap();
         assert_eq!(r.gen.max_tokens, 5);
         assert_eq!(r.gen.speculation.references.len(), 2);
+        // Forced output is a benchmark's tool: no client can ask for it.
+        assert_eq!(r.gen.speculation.acceptance, Acceptance::Strict);
+        for field in ["forced", "acceptance"] {
+            let mut b = valid(chat);
+            b["speculation"][field] = json!("answer");
+            let body = serde_json::to_vec(&b).unwrap();
+            assert!(parse(frontend(), endpoint, &body).is_err(), "{field}");
+        }
     }
 }
 

@@ -3,37 +3,61 @@
 //! a relaxed rule may accept a
 //! child other than the target's own choice and say so in the verdict.
 
+use std::sync::Arc;
+
 use specdec_tree::TokenTree;
 
-use crate::{verify_strict, Rng, SamplingParams, Verdict};
+use crate::{verify_strict, walk, Rng, SamplingParams, Verdict};
 
 /// The rule a request's drafts are verified by.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub enum Acceptance {
     /// Keep a drafted token only where the target itself would emit it: the output is
     /// plain decoding's, token for token, greedy or seeded sampling alike.
     #[default]
     Strict,
+    /// Benchmarks only (LLMA's forced-output measurement): the output is a given text, not
+    /// the target's. Holds the whole expected context, prompt then forced output; a drafted
+    /// token is kept iff it equals the expected token at its position and the bonus is the
+    /// next expected token, whatever the logits say. Past the end of the expected tokens
+    /// the rule is strict (the caller caps `max_tokens` so that never shows).
+    Forced(Arc<[u32]>),
 }
 
 impl Acceptance {
-    pub fn name(self) -> &'static str {
+    pub fn name(&self) -> &'static str {
         match self {
             Acceptance::Strict => "strict",
+            Acceptance::Forced(_) => "forced",
         }
     }
 
     /// Whether the rule may emit tokens plain decoding would not (every output under such a
-    /// rule says so).
-    pub fn is_relaxed(self) -> bool {
+    /// rule says so). A forced output is the given text, not plain decoding's.
+    pub fn is_relaxed(&self) -> bool {
         match self {
             Acceptance::Strict => false,
+            Acceptance::Forced(_) => true,
+        }
+    }
+
+    /// Whether the output is forced (see [`Acceptance::Forced`]).
+    pub fn is_forced(&self) -> bool {
+        matches!(self, Acceptance::Forced(_))
+    }
+
+    /// How many tokens a forced rule can emit after `prompt_len` prompt tokens (`None`
+    /// when the rule is not forced).
+    pub fn forced_remaining(&self, prompt_len: usize) -> Option<usize> {
+        match self {
+            Acceptance::Strict => None,
+            Acceptance::Forced(expected) => Some(expected.len().saturating_sub(prompt_len)),
         }
     }
 
     /// Verifies `tree` under this rule (see [`verify_strict`] for the arguments).
     pub fn verify<'l>(
-        self,
+        &self,
         tree: &TokenTree,
         logits: impl Fn(usize) -> &'l [f32],
         context: &[u32],
@@ -42,6 +66,35 @@ impl Acceptance {
     ) -> Verdict {
         match self {
             Acceptance::Strict => verify_strict(tree, logits, context, params, rng),
+            Acceptance::Forced(expected) => {
+                verify_forced(tree, expected, logits, context, params, rng)
+            }
         }
     }
+}
+
+/// Forced verification: node 0's successor sits at `context.len()` in `expected`, so a
+/// node at depth d below the root is checked against `expected[context.len() + d]`.
+fn verify_forced<'l>(
+    tree: &TokenTree,
+    expected: &[u32],
+    logits: impl Fn(usize) -> &'l [f32],
+    context: &[u32],
+    params: &SamplingParams,
+    rng: &mut Rng,
+) -> Verdict {
+    let start = context.len();
+    if start >= expected.len() {
+        return verify_strict(tree, logits, context, params, rng);
+    }
+    walk(tree, |node, path| match expected.get(start + path.len()) {
+        Some(&t) => t,
+        // The forced text ran out inside this step: the target's own choice, as strict.
+        None => {
+            let mut ctx = context.to_vec();
+            ctx.extend_from_slice(path);
+            let recent = &ctx[ctx.len().saturating_sub(params.repeat_last_n)..];
+            crate::sample(logits(node), recent, params, rng.next_f64())
+        }
+    })
 }

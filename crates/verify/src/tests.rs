@@ -180,3 +180,77 @@ fn a_rule_chooses_among_children_and_the_verdict_counts_relaxed_tokens() {
     assert_eq!(v.emitted(&tree), vec![10, 11, 7]);
     assert!(!crate::Acceptance::Strict.is_relaxed());
 }
+
+/// root(5) -> 10 -> 11 -> 12, root -> 20 -> 21: a two-branch tree for the forced rule.
+fn forked_tree() -> TokenTree {
+    let meta = Meta::drafted(Source::Trie, 0.5);
+    let mut tree = TokenTree::rooted(5);
+    let a = tree.push(10, Some(0), meta);
+    let b = tree.push(11, Some(a), meta);
+    tree.push(12, Some(b), meta);
+    let c = tree.push(20, Some(0), meta);
+    tree.push(21, Some(c), meta);
+    tree
+}
+
+fn forced(expected: &[u32], tree: &TokenTree, context: &[u32]) -> Verdict {
+    // Logits that would pick token 0 everywhere: the forced rule must ignore them.
+    let logits = vec![9.0f32, 0.0, 0.0];
+    Acceptance::Forced(expected.into()).verify(
+        tree,
+        |_| &logits,
+        context,
+        &SamplingParams::default(),
+        &mut Rng::new(0),
+    )
+}
+
+#[test]
+fn forced_rule_accepts_the_branch_matching_the_forced_tokens() {
+    let tree = forked_tree();
+    // Context [1, 5]: the forced output continues at position 2.
+    let v = forced(&[1, 5, 20, 21, 30], &tree, &[1, 5]);
+    assert_eq!(v.accepted, vec![4, 5]);
+    assert_eq!(v.bonus, 30, "the bonus is the next forced token");
+    let v = forced(&[1, 5, 10, 11, 12, 13], &tree, &[1, 5]);
+    assert_eq!(v.emitted(&tree), vec![10, 11, 12, 13]);
+}
+
+#[test]
+fn forced_rule_stops_at_the_first_mismatch() {
+    let tree = forked_tree();
+    let v = forced(&[1, 5, 10, 99, 12], &tree, &[1, 5]);
+    assert_eq!(v.accepted, vec![1]);
+    assert_eq!(v.bonus, 99);
+    let v = forced(&[1, 5, 7], &tree, &[1, 5]);
+    assert_eq!((v.accepted.len(), v.bonus), (0, 7));
+}
+
+#[test]
+fn forced_rule_is_deterministic_among_siblings() {
+    // Sibling order does not matter: the same path is taken with the branches swapped.
+    let meta = Meta::drafted(Source::Trie, 0.5);
+    let mut swapped = TokenTree::rooted(5);
+    let c = swapped.push(20, Some(0), meta);
+    swapped.push(21, Some(c), meta);
+    let a = swapped.push(10, Some(0), meta);
+    swapped.push(11, Some(a), meta);
+    let expected = [1, 5, 10, 11, 40];
+    let v1 = forced(&expected, &forked_tree(), &[1, 5]);
+    let v2 = forced(&expected, &swapped, &[1, 5]);
+    assert_eq!(v1.emitted(&forked_tree()), vec![10, 11, 40]);
+    assert_eq!(v2.emitted(&swapped), v1.emitted(&forked_tree()));
+    assert_eq!(forced(&expected, &forked_tree(), &[1, 5]), v1);
+}
+
+#[test]
+fn forced_rule_falls_back_to_the_target_past_the_forced_text() {
+    let tree = forked_tree();
+    // One forced token left: it is accepted, then the target's argmax (0) is the bonus.
+    let v = forced(&[1, 5, 10], &tree, &[1, 5]);
+    assert_eq!(v.emitted(&tree), vec![10, 0]);
+    let rule = Acceptance::Forced([1u32, 2].into());
+    assert!(rule.is_relaxed() && rule.is_forced());
+    assert_eq!(rule.forced_remaining(1), Some(1));
+    assert_eq!(Acceptance::Strict.forced_remaining(1), None);
+}

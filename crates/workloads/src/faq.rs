@@ -223,9 +223,28 @@ pub(crate) fn records(qs: &[(String, Section)], limit: usize, max_tokens: usize)
             references,
             max_tokens,
             chat: true,
+            answer: None,
+            class: None,
         });
     }
     out
+}
+
+/// faq-rag's records, each with its question's answer section body as `answer`.
+pub(crate) fn forced_records(
+    qs: &[(String, Section)],
+    limit: usize,
+    max_tokens: usize,
+) -> Vec<Record> {
+    // `records` makes one record per question, in order, so they pair up.
+    records(qs, limit, max_tokens)
+        .into_iter()
+        .zip(qs)
+        .map(|(r, (_, s))| Record {
+            answer: Some(s.body.clone()),
+            ..r
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -312,5 +331,22 @@ Because.
         assert!(recs[0].prompt.ends_with("Question: Is there a debugger?"));
         assert!(recs[0].prompt.contains(&recs[0].references[0]));
         assert!(recs.iter().all(|r| r.chat && r.max_tokens == 64));
+        assert!(recs.iter().all(|r| r.answer.is_none() && r.class.is_none()));
+    }
+
+    #[test]
+    fn forced_records_answer_with_the_question_section() {
+        let qs: Vec<(String, Section)> = leaf_sections(SAMPLE)
+            .into_iter()
+            .map(|s| ("sample".to_string(), s))
+            .collect();
+        let plain = records(&qs, 3, 64);
+        let forced = forced_records(&qs, 3, 64);
+        assert_eq!(forced.len(), 3);
+        for ((f, p), (_, s)) in forced.iter().zip(&plain).zip(&qs) {
+            assert_eq!((&f.prompt, &f.references), (&p.prompt, &p.references));
+            assert_eq!(f.answer.as_deref(), Some(s.body.as_str()));
+        }
+        assert_eq!(forced[2].answer.as_deref(), Some("Because."));
     }
 }

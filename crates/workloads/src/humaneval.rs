@@ -57,6 +57,8 @@ fn records(problems: &[Problem], limit: usize, max_tokens: usize) -> Vec<Record>
                 references: vec![function],
                 max_tokens,
                 chat: true,
+                answer: None,
+                class: None,
             }
         })
         // No HumanEval function comes near the budget; the filter only guards the promise.

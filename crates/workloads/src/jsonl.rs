@@ -89,6 +89,8 @@ mod tests {
             references: refs.iter().map(|s| s.to_string()).collect(),
             max_tokens: 64,
             chat: !refs.is_empty(),
+            answer: None,
+            class: None,
         }
     }
 

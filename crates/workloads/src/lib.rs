@@ -10,6 +10,7 @@ mod faq;
 mod fetch;
 mod humaneval;
 mod jsonl;
+mod repeats;
 mod sharegpt;
 mod stream;
 mod text;
@@ -62,6 +63,12 @@ pub enum WorkloadKind {
     ShareGptPassage,
     /// Ordinary ShareGPT first-turn questions, no references.
     ShareGptChat,
+    /// faq-rag's records with each question's real answer section as `answer`, for the
+    /// forced-output benchmark (`bench --forced answer`).
+    FaqForced,
+    /// ShareGPT chat and faq-rag records, then the same records again, then each with a
+    /// one-spot edit: first, repeat and edit classes.
+    ChatRepeats,
 }
 
 impl WorkloadKind {
@@ -71,6 +78,8 @@ impl WorkloadKind {
             WorkloadKind::HumanEvalRewrite => "humaneval-rewrite",
             WorkloadKind::ShareGptPassage => "sharegpt-passage",
             WorkloadKind::ShareGptChat => "sharegpt-chat",
+            WorkloadKind::FaqForced => "faq-forced",
+            WorkloadKind::ChatRepeats => "chat-repeats",
         }
     }
 
@@ -80,6 +89,8 @@ impl WorkloadKind {
             WorkloadKind::HumanEvalRewrite,
             WorkloadKind::ShareGptPassage,
             WorkloadKind::ShareGptChat,
+            WorkloadKind::FaqForced,
+            WorkloadKind::ChatRepeats,
         ]
     }
 
@@ -105,6 +116,35 @@ pub struct Record {
     pub references: Vec<String>,
     pub max_tokens: usize,
     pub chat: bool,
+    /// The real answer, as a capable model would write it (faq-forced): the output of a
+    /// forced-output benchmark run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<String>,
+    /// Where the record sits in a repeats workload (chat-repeats).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub class: Option<RecordClass>,
+}
+
+/// A chat-repeats record's class: how its prompt relates to an earlier one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RecordClass {
+    /// A prompt seen for the first time.
+    First,
+    /// A verbatim copy of an earlier prompt.
+    Repeat,
+    /// An earlier prompt with one small edit.
+    Edit,
+}
+
+impl RecordClass {
+    pub fn name(self) -> &'static str {
+        match self {
+            RecordClass::First => "first",
+            RecordClass::Repeat => "repeat",
+            RecordClass::Edit => "edit",
+        }
+    }
 }
 
 /// Builds up to `limit` records of `kind`, fetching its dataset into `dirs.cache` on first
@@ -116,11 +156,14 @@ pub fn build(
     max_tokens: usize,
 ) -> Result<Vec<Record>, WorkloadError> {
     match kind {
-        WorkloadKind::FaqRag => {
-            // The FAQ is small (~180 questions), so load it whole and take the first `limit`.
-            let questions = faq::load_questions(dirs)?;
-            Ok(faq::records(&questions, limit, max_tokens))
-        }
+        // The FAQ is small (~180 questions), so load it whole and take the first `limit`.
+        WorkloadKind::FaqRag => Ok(faq::records(&faq::load_questions(dirs)?, limit, max_tokens)),
+        WorkloadKind::FaqForced => Ok(faq::forced_records(
+            &faq::load_questions(dirs)?,
+            limit,
+            max_tokens,
+        )),
+        WorkloadKind::ChatRepeats => repeats::build(dirs, limit, max_tokens),
         WorkloadKind::HumanEvalRewrite => humaneval::build(dirs, limit, max_tokens),
         WorkloadKind::ShareGptPassage => {
             sharegpt::build(dirs, true, limit, max_tokens).map(|(r, _)| r)

@@ -181,6 +181,8 @@ fn passage_record(id: &str, prompt: &str, max_tokens: usize) -> Option<Record> {
         references: vec![passage.to_string()],
         max_tokens,
         chat: true,
+        answer: None,
+        class: None,
     })
 }
 
@@ -203,6 +205,8 @@ fn chat_record(id: &str, prompt: &str, max_tokens: usize) -> Option<Record> {
         references: Vec::new(),
         max_tokens,
         chat: true,
+        answer: None,
+        class: None,
     })
 }
 

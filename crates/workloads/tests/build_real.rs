@@ -35,7 +35,13 @@ fn builds_each_workload_from_real_data() {
             records.len(),
             started.elapsed()
         );
-        assert_eq!(records.len(), 5, "{kind}");
+        // chat-repeats makes three records (first, repeat, edit) of each of limit / 3.
+        let want = if kind == WorkloadKind::ChatRepeats {
+            3
+        } else {
+            5
+        };
+        assert_eq!(records.len(), want, "{kind}");
         for r in &records {
             assert!(
                 !r.prompt.is_empty() && r.max_tokens == 96 && r.chat,
@@ -48,8 +54,18 @@ fn builds_each_workload_from_real_data() {
                 r.id,
                 r.prompt.len()
             );
-            let wants_refs = kind != WorkloadKind::ShareGptChat;
-            assert_eq!(!r.references.is_empty(), wants_refs, "{kind}: {}", r.id);
+            match kind {
+                // A mix of chat turns (no references) and FAQ questions.
+                WorkloadKind::ChatRepeats => assert!(r.class.is_some(), "{kind}: {}", r.id),
+                WorkloadKind::ShareGptChat => assert!(r.references.is_empty(), "{}", r.id),
+                _ => assert!(!r.references.is_empty(), "{kind}: {}", r.id),
+            }
+            assert_eq!(
+                r.answer.is_some(),
+                kind == WorkloadKind::FaqForced,
+                "{kind}: {}",
+                r.id
+            );
             // The reference drafter copies spans, so the references should appear in the prompt.
             for reference in &r.references {
                 assert!(r.prompt.contains(reference.as_str()), "{kind}: {}", r.id);

@@ -23,6 +23,8 @@ pub struct CostModel {
     /// (1.0 until observed). Kept up to date by `observe`, because `relative` is asked
     /// for every candidate draft size of every step.
     scale: [f64; CTX_BUCKETS],
+    /// Never learns: the prior shape stays (see [`CostModel::frozen`]).
+    frozen: bool,
 }
 
 impl Default for CostModel {
@@ -30,6 +32,7 @@ impl Default for CostModel {
         CostModel {
             ms: vec![[None; CTX_BUCKETS]; MAX_NODES + 1],
             scale: [1.0; CTX_BUCKETS],
+            frozen: false,
         }
     }
 }
@@ -42,9 +45,22 @@ fn prior(n: usize, bucket: usize) -> f64 {
 }
 
 impl CostModel {
+    /// A cost model that keeps the prior shape of this runtime and ignores timings: draft
+    /// sizes then depend on acceptance alone, so runs are reproducible whatever the
+    /// machine's noise (tests; targets whose timing means nothing, like a fake).
+    pub fn frozen() -> Self {
+        CostModel {
+            frozen: true,
+            ..CostModel::default()
+        }
+    }
+
     /// Records one forward over `rows` rows attending to `ctx` tokens on average that
     /// took `ms`.
     pub fn observe(&mut self, rows: usize, ctx: usize, ms: f64) {
+        if self.frozen {
+            return;
+        }
         let b = ctx_bucket(ctx);
         if let Some(e) = self.ms.get_mut(rows) {
             let e = &mut e[b];
