@@ -8,7 +8,7 @@ use clap::{Args, Subcommand};
 use serde::Serialize;
 use specdec_runtime::{Node, SeqInput, Want};
 
-use crate::common::{self, ModelArgs};
+use crate::common::{self, Loaded, ModelArgs};
 use crate::draft_args::DraftArgs;
 use crate::generate::SamplingArgs;
 use specdec_engine::DraftMethod;
@@ -115,8 +115,9 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-fn verify_cost(args: &ModelArgs, repeats: usize, prefix: usize, json: bool) -> anyhow::Result<()> {
-    let loaded = common::load(args)?;
+/// The forward cost curve: milliseconds of one forward over n = 1, 2, 4, ..., 64 chained
+/// nodes after `prefix` committed tokens (median of `repeats` interleaved timings).
+pub fn cost_curve(loaded: &Loaded, repeats: usize, prefix: usize) -> anyhow::Result<CostCurve> {
     let model = &loaded.model;
     let max = *SIZES.last().expect("sizes");
     let limit = model.config().context_length;
@@ -157,17 +158,51 @@ fn verify_cost(args: &ModelArgs, repeats: usize, prefix: usize, json: bool) -> a
             }
         }
     }
-    let base = median(times[0].clone());
-    let rows: Vec<CostRow> = SIZES
+    Ok(CostCurve(
+        SIZES
+            .iter()
+            .zip(times)
+            .map(|(&n, t)| (n, median(t)))
+            .collect(),
+    ))
+}
+
+/// Measured forward cost by node count (see [`cost_curve`]).
+pub struct CostCurve(Vec<(usize, f64)>);
+
+impl CostCurve {
+    /// Milliseconds of a forward over `n` nodes: linear between the measured sizes, and
+    /// beyond the largest along its last segment.
+    pub fn ms(&self, n: usize) -> f64 {
+        let p = &self.0;
+        let i = p.partition_point(|&(m, _)| m < n).clamp(1, p.len() - 1);
+        let ((n0, t0), (n1, t1)) = (p[i - 1], p[i]);
+        let f = (n as f64 - n0 as f64) / (n1 - n0) as f64;
+        (t0 + f * (t1 - t0)).max(0.0)
+    }
+
+    /// What decode steps cost: `steps_by_size[k]` forwards over `1 + k` nodes each.
+    pub fn steps_ms(&self, steps_by_size: &[usize]) -> f64 {
+        steps_by_size
+            .iter()
+            .enumerate()
+            .map(|(k, &n)| n as f64 * self.ms(1 + k))
+            .sum()
+    }
+}
+
+fn verify_cost(args: &ModelArgs, repeats: usize, prefix: usize, json: bool) -> anyhow::Result<()> {
+    let loaded = common::load(args)?;
+    let model = &loaded.model;
+    let curve = cost_curve(&loaded, repeats, prefix)?;
+    let base = curve.ms(1);
+    let rows: Vec<CostRow> = curve
+        .0
         .iter()
-        .zip(times)
-        .map(|(&n, t)| {
-            let ms = median(t);
-            CostRow {
-                n,
-                ms,
-                ratio: ms / base,
-            }
+        .map(|&(n, ms)| CostRow {
+            n,
+            ms,
+            ratio: ms / base,
         })
         .collect();
     if json {

@@ -13,6 +13,7 @@ use specdec_engine::{
 use specdec_runtime::{Node, SeqInput, Want};
 use specdec_workloads::{read_jsonl, Record, RecordClass};
 
+use crate::bench::{cost_curve, CostCurve};
 use crate::common::{self, Loaded, ModelArgs};
 use crate::draft_args::DraftArgs;
 
@@ -81,6 +82,11 @@ struct RecordRow {
     repeats: usize,
     /// tokens_per_second over `none`'s on the same record.
     speedup_vs_none: f64,
+    /// What this record's decode forwards cost on the run's measured cost curve (each
+    /// step's forward over its node count), free of the machine's run-to-run noise.
+    modeled_decode_ms: f64,
+    /// `none`'s modeled_decode_ms over this one's (the same tokens).
+    modeled_speedup_vs_none: f64,
     forward_passes: usize,
     mean_accepted_length: f64,
     drafted_tokens: usize,
@@ -108,6 +114,10 @@ struct SummaryRow {
     /// fall below 0.95x (a method may win on average and still lose on some records).
     min_record_speedup: f64,
     records_below_0_95: usize,
+    /// The same three figures on modeled decode time (see `RecordRow::modeled_decode_ms`).
+    modeled_speedup_vs_none: f64,
+    min_record_modeled_speedup: f64,
+    records_below_0_95_modeled: usize,
     /// Completion tokens per second of wall time with `concurrency` records in flight
     /// (prefill included): the throughput a batch of clients sees. Whole runs only (a
     /// class's records share their batches' wall time with others).
@@ -301,6 +311,9 @@ pub fn run(opts: &Options) -> anyhow::Result<()> {
     let mut methods = vec![DraftMethod::None];
     methods.extend(opts.methods.iter().filter(|m| **m != DraftMethod::None));
     let loaded = common::load(&opts.model)?;
+    // Measured once, before any record: prices every record's decode steps alike (a
+    // 300-token prefix, about these workloads' typical context).
+    let curve = cost_curve(&loaded, 5, 300)?;
     // One engine for every method: it keeps acceptance statistics per drafter, so no
     // method's statistics size another's drafts, and one measured cost curve.
     let vocab = loaded.model.config().vocab;
@@ -374,7 +387,8 @@ pub fn run(opts: &Options) -> anyhow::Result<()> {
                 }
             }
         }
-        let mut plain: Vec<(Vec<u32>, f64)> = Vec::new();
+        // Each record's plain output, decode tokens/s and modeled decode time.
+        let mut plain: Vec<(Vec<u32>, f64, f64)> = Vec::new();
         for (mi, m) in methods.iter().enumerate() {
             for (k, (r, reps)) in group.iter().zip(&outs[mi]).enumerate() {
                 if reps.iter().any(|o| o.token_ids != reps[0].token_ids) {
@@ -391,14 +405,19 @@ pub fn run(opts: &Options) -> anyhow::Result<()> {
                     );
                 }
                 let first_divergence = match plain.get(k) {
-                    Some((p, _)) => divergence(&loaded, &base[k].prompt, p, &out.token_ids)?,
+                    Some((p, _, _)) => divergence(&loaded, &base[k].prompt, p, &out.token_ids)?,
                     None => None,
                 };
-                let mut row = record_row(r, m.name(), reps, out, first_divergence);
+                let mut row = record_row(&curve, r, m.name(), reps, out, first_divergence);
                 if mi == 0 {
-                    plain.push((out.token_ids.clone(), row.tokens_per_second));
+                    plain.push((
+                        out.token_ids.clone(),
+                        row.tokens_per_second,
+                        row.modeled_decode_ms,
+                    ));
                 }
                 row.speedup_vs_none = row.tokens_per_second / plain[k].1.max(1e-9);
+                row.modeled_speedup_vs_none = plain[k].2 / row.modeled_decode_ms.max(1e-9);
                 if !opts.json {
                     eprintln!(
                         "[{}/{}] {}",
@@ -428,6 +447,7 @@ pub fn run(opts: &Options) -> anyhow::Result<()> {
         })
         .collect();
     let oracle_mal = oracle_tokens as f64 / oracle_steps.max(1) as f64;
+    let history = history_sizes(sched.engine_mut().pools_mut(), &methods)?;
     if opts.json {
         let records: Vec<&RecordRow> = rows.iter().map(|r| &r.row).collect();
         println!(
@@ -437,6 +457,7 @@ pub fn run(opts: &Options) -> anyhow::Result<()> {
                 "concurrency": concurrency,
                 "repeats": repeats,
                 "forced": opts.forced.map(ForcedField::name),
+                "history_index": history,
                 "copy_oracle_mean_accepted_length": oracle_mal })
         );
     } else {
@@ -471,6 +492,17 @@ pub fn run(opts: &Options) -> anyhow::Result<()> {
              references or output so far (at most {} tokens) gives MAL {oracle_mal:.2}",
             opts.drafting.budget
         );
+        for h in &history {
+            println!(
+                "history index of {}'s pool: {} requests, {} tokens in {:.1} MiB \
+                 ({:.0} MiB per million tokens)",
+                h.method,
+                h.documents,
+                h.tokens,
+                h.memory_bytes as f64 / (1 << 20) as f64,
+                h.mib_per_million_tokens
+            );
+        }
     }
     if let Some(path) = &opts.drafting.trie {
         let last = method_pool(*methods.last().expect("one method"));
@@ -523,6 +555,7 @@ fn progress(r: &Record, m: &DraftMethod, row: &RecordRow, reps: &[GenerateOutput
 
 /// A record's row from its repetitions `reps`, reported as `out` (the median one).
 fn record_row(
+    curve: &CostCurve,
     r: &Record,
     method: &'static str,
     reps: &[GenerateOutput],
@@ -547,6 +580,8 @@ fn record_row(
         tokens_per_second_range: span(reps.iter().map(tps)),
         repeats: reps.len(),
         speedup_vs_none: 1.0,
+        modeled_decode_ms: curve.steps_ms(&out.spec.steps_by_size),
+        modeled_speedup_vs_none: 1.0,
         forward_passes: out.forward_passes,
         mean_accepted_length: out.spec.mean_accepted_length(out.completion_tokens),
         drafted_tokens: out.spec.drafted_tokens,
@@ -575,6 +610,12 @@ fn summarize(methods: &[DraftMethod], rows: &[&Row], wall: Option<&[f64]>) -> Ve
             spec.merge(&r.spec);
         }
         let tps = tokens as f64 / (decode / 1e3).max(1e-9);
+        let modeled: f64 = mine.iter().map(|r| r.modeled_decode_ms).sum();
+        let plain_modeled: f64 = rows
+            .iter()
+            .filter(|r| r.method == 0)
+            .map(|r| r.row.modeled_decode_ms)
+            .sum();
         out.push(SummaryRow {
             method: m.name(),
             forced: mine.iter().any(|r| r.forced),
@@ -591,6 +632,15 @@ fn summarize(methods: &[DraftMethod], rows: &[&Row], wall: Option<&[f64]>) -> Ve
                 .map(|r| r.speedup_vs_none)
                 .fold(f64::INFINITY, f64::min),
             records_below_0_95: mine.iter().filter(|r| r.speedup_vs_none < 0.95).count(),
+            modeled_speedup_vs_none: plain_modeled / modeled.max(1e-9),
+            min_record_modeled_speedup: mine
+                .iter()
+                .map(|r| r.modeled_speedup_vs_none)
+                .fold(f64::INFINITY, f64::min),
+            records_below_0_95_modeled: mine
+                .iter()
+                .filter(|r| r.modeled_speedup_vs_none < 0.95)
+                .count(),
             aggregate_tokens_per_second: wall.map(|w| tokens as f64 / w[mi].max(1e-9)),
             accepted_by_position: spec.accepted_by_position,
             accepted_by_source: spec.accepted_by_source,
@@ -599,10 +649,40 @@ fn summarize(methods: &[DraftMethod], rows: &[&Row], wall: Option<&[f64]>) -> Ve
     out
 }
 
+/// What a method's history index holds at the end of a run.
+#[derive(Serialize)]
+struct HistorySize {
+    method: &'static str,
+    documents: usize,
+    tokens: usize,
+    memory_bytes: usize,
+    mib_per_million_tokens: f64,
+}
+
+fn history_sizes(pools: &mut Pools, methods: &[DraftMethod]) -> anyhow::Result<Vec<HistorySize>> {
+    let mut out = Vec::new();
+    for &m in methods
+        .iter()
+        .filter(|m| matches!(m, DraftMethod::History | DraftMethod::Auto))
+    {
+        let pool = pools.pool(Some(&method_pool(m)))?;
+        let h = pool.history.lock().unwrap_or_else(|e| e.into_inner());
+        out.push(HistorySize {
+            method: m.name(),
+            documents: h.documents(),
+            tokens: h.tokens(),
+            memory_bytes: h.memory_bytes(),
+            mib_per_million_tokens: h.memory_bytes() as f64 / (1 << 20) as f64 * 1e6
+                / h.tokens().max(1) as f64,
+        });
+    }
+    Ok(out)
+}
+
 fn print_table(summary: &[SummaryRow]) {
     let forced = summary.iter().any(|s| s.forced);
     println!(
-        "{:<10} {:>7} {:>8} {:>10} {:>8} {:>8} {:>6} {:>10} {:>6} {:>6} {:>10}{}",
+        "{:<10} {:>7} {:>8} {:>10} {:>8} {:>8} {:>6} {:>10} {:>6} {:>6} {:>7} {:>7} {:>7} {:>10}{}",
         "method",
         "records",
         "tokens",
@@ -613,6 +693,9 @@ fn print_table(summary: &[SummaryRow]) {
         "identical",
         "floor",
         "<0.95x",
+        "modeled",
+        "mfloor",
+        "m<0.95x",
         "aggr tok/s",
         if forced { "  output" } else { "" }
     );
@@ -621,7 +704,7 @@ fn print_table(summary: &[SummaryRow]) {
             .aggregate_tokens_per_second
             .map_or("-".to_string(), |a| format!("{a:.1}"));
         println!(
-            "{:<10} {:>7} {:>8} {:>10.0} {:>8.1} {:>7.2}x {:>6.2} {:>10} {:>5.2}x {:>6} {:>10}{}",
+            "{:<10} {:>7} {:>8} {:>10.0} {:>8.1} {:>7.2}x {:>6.2} {:>10} {:>5.2}x {:>6} {:>6.2}x {:>6.2}x {:>7} {:>10}{}",
             s.method,
             s.records,
             s.completion_tokens,
@@ -632,6 +715,9 @@ fn print_table(summary: &[SummaryRow]) {
             format!("{}/{}", s.identical_records, s.records),
             s.min_record_speedup,
             s.records_below_0_95,
+            s.modeled_speedup_vs_none,
+            s.min_record_modeled_speedup,
+            s.records_below_0_95_modeled,
             aggr,
             if s.forced { "  forced" } else { "" }
         );

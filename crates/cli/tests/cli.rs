@@ -216,11 +216,10 @@ fn bench_forced_outputs_are_the_answers_and_say_so() {
     // Every method emits the same forced tokens; f2 stops at its max_tokens.
     assert_eq!(records[0]["token_ids"], records[1]["token_ids"]);
     assert_eq!(records[2]["completion_tokens"], 6);
-    // The answer is in the reference: reference drafting copies it.
-    assert!(
-        records[1]["mean_accepted_length"].as_f64().unwrap() > 2.0,
-        "{v}"
-    );
+    // The answer is in the reference: reference drafting copies it (how much a step
+    // verifies follows the measured costs; that copies are accepted does not).
+    assert!(records[1]["accepted_tokens"].as_u64().unwrap() > 0, "{v}");
+    assert!(records[1]["mean_accepted_length"].as_f64().unwrap() > 1.0, "{v}");
 
     let o = specdec(&[&args[..], &["--forced", "answer"]].concat());
     assert!(o.status.success(), "{}", stderr(&o));

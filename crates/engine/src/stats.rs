@@ -17,6 +17,10 @@ pub struct SpecStats {
     pub relaxed_tokens: usize,
     /// accepted_by_position[d]: steps whose accepted path reached depth d + 1.
     pub accepted_by_position: Vec<usize>,
+    /// steps_by_size[k]: decode steps that verified k drafted nodes (0: a plain step). With
+    /// a forward cost curve this gives what the request's forwards cost, free of timing
+    /// noise.
+    pub steps_by_size: Vec<usize>,
     pub drafted_by_source: BTreeMap<&'static str, usize>,
     pub accepted_by_source: BTreeMap<&'static str, usize>,
     /// Time spent drafting and sizing drafts (on the critical path, between forwards).
@@ -28,6 +32,7 @@ impl SpecStats {
     /// the accepted drafted nodes (the verdict's node indices).
     pub fn record(&mut self, tree: &TokenTree, accepted: &[usize]) {
         self.steps += 1;
+        add_at(&mut self.steps_by_size, tree.drafted(), 1);
         if tree.drafted() == 0 {
             return;
         }
@@ -38,10 +43,7 @@ impl SpecStats {
             *self.drafted_by_source.entry(m.source.name()).or_default() += 1;
         }
         for (d, &i) in accepted.iter().enumerate() {
-            if self.accepted_by_position.len() <= d {
-                self.accepted_by_position.resize(d + 1, 0);
-            }
-            self.accepted_by_position[d] += 1;
+            add_at(&mut self.accepted_by_position, d, 1);
             *self
                 .accepted_by_source
                 .entry(tree.meta()[i].source.name())
@@ -56,16 +58,11 @@ impl SpecStats {
         self.drafted_tokens += other.drafted_tokens;
         self.accepted_tokens += other.accepted_tokens;
         self.relaxed_tokens += other.relaxed_tokens;
-        if self.accepted_by_position.len() < other.accepted_by_position.len() {
-            self.accepted_by_position
-                .resize(other.accepted_by_position.len(), 0);
+        for (d, &n) in other.accepted_by_position.iter().enumerate() {
+            add_at(&mut self.accepted_by_position, d, n);
         }
-        for (mine, theirs) in self
-            .accepted_by_position
-            .iter_mut()
-            .zip(&other.accepted_by_position)
-        {
-            *mine += theirs;
+        for (k, &n) in other.steps_by_size.iter().enumerate() {
+            add_at(&mut self.steps_by_size, k, n);
         }
         for (s, n) in &other.drafted_by_source {
             *self.drafted_by_source.entry(s).or_default() += n;
@@ -84,4 +81,12 @@ impl SpecStats {
             completion_tokens as f64 / self.steps as f64
         }
     }
+}
+
+/// Adds `n` to `v[i]`, growing `v` with zeros as needed.
+fn add_at(v: &mut Vec<usize>, i: usize, n: usize) {
+    if v.len() <= i {
+        v.resize(i + 1, 0);
+    }
+    v[i] += n;
 }
