@@ -219,7 +219,10 @@ fn bench_forced_outputs_are_the_answers_and_say_so() {
     // The answer is in the reference: reference drafting copies it (how much a step
     // verifies follows the measured costs; that copies are accepted does not).
     assert!(records[1]["accepted_tokens"].as_u64().unwrap() > 0, "{v}");
-    assert!(records[1]["mean_accepted_length"].as_f64().unwrap() > 1.0, "{v}");
+    assert!(
+        records[1]["mean_accepted_length"].as_f64().unwrap() > 1.0,
+        "{v}"
+    );
 
     let o = specdec(&[&args[..], &["--forced", "answer"]].concat());
     assert!(o.status.success(), "{}", stderr(&o));

@@ -15,6 +15,10 @@ pub(super) const PROBE_EVERY: usize = 8;
 pub(super) const PROBE_MAX_EVERY: usize = 64;
 pub(super) const PROBE_NODES: usize = 3;
 
+/// Evidence buckets below this one (drafter scores, matches under 16 tokens) are weak
+/// evidence; see `BudgetPolicy::weak_evidence_factor`.
+const TRUSTED_BUCKETS: usize = 6;
+
 /// Acceptance rates and the trimming decision of one request.
 #[derive(Clone, Debug)]
 pub struct BudgetPolicy {
@@ -68,11 +72,34 @@ impl BudgetPolicy {
     fn rate(&self, k: (usize, usize)) -> f64 {
         let (a, o) = self.rates[k.0][k.1];
         let prior = if k.0.is_multiple_of(DEPTHS) {
-            EVIDENCE_PRIOR[(k.0 / DEPTHS) % EVIDENCE]
+            let bucket = (k.0 / DEPTHS) % EVIDENCE;
+            let source = k.0 / DEPTHS / EVIDENCE;
+            if bucket < TRUSTED_BUCKETS {
+                EVIDENCE_PRIOR[bucket] * self.weak_evidence_factor(source)
+            } else {
+                EVIDENCE_PRIOR[bucket]
+            }
         } else {
             self.rate((k.0 - 1, k.1))
         };
         (a + PRIOR_WEIGHT * prior) / (o + PRIOR_WEIGHT)
+    }
+
+    /// How a source's weak evidence (scores, matches under 16 tokens) has fared at the
+    /// first depth, pooled over those buckets, relative to an even prior (at most 1): a
+    /// source whose short guesses keep failing in this request starts its other short
+    /// guesses pessimistic too, instead of paying for each bucket's optimism anew. Long
+    /// matches keep their own prior: their failures are not predicted by these.
+    fn weak_evidence_factor(&self, source: usize) -> f64 {
+        let (mut a, mut o) = (0.0, 0.0);
+        for bucket in 0..TRUSTED_BUCKETS {
+            for &(ka, ko) in &self.rates[(source * EVIDENCE + bucket) * DEPTHS] {
+                a += ka;
+                o += ko;
+            }
+        }
+        let pooled = (a + PRIOR_WEIGHT * 0.5) / (o + PRIOR_WEIGHT);
+        (pooled / 0.5).min(1.0)
     }
 
     /// Keeps the part of `tree` worth verifying (possibly nothing) and adds the step to

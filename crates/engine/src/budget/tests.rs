@@ -165,3 +165,46 @@ fn failed_probes_back_off_and_an_accepted_probe_resets_them() {
         .unwrap();
     assert!(next <= PROBE_EVERY, "{next}");
 }
+
+/// `chain(n)` with every node of `source` and the given score and match length.
+fn chain_of(n: usize, source: Source, score: f32, match_len: u32) -> TokenTree {
+    let mut t = TokenTree::rooted(u32::MAX);
+    for i in 0..n {
+        t.push(
+            i as u32,
+            Some(i as u32),
+            Meta::copied(source, score, match_len),
+        );
+    }
+    t
+}
+
+#[test]
+fn failing_weak_guesses_make_a_sources_other_weak_guesses_pessimistic_not_its_long_matches() {
+    let cost = CostModel::default();
+    let kept = |p: &mut BudgetPolicy, t: TokenTree| {
+        p.trim(t, 32, 100, &cost, &mut BatchLoad::default())
+            .drafted()
+    };
+    let mut p = BudgetPolicy::new(32);
+    // Short history matches (4-15 tokens) keep failing.
+    for _ in 0..40 {
+        p.observe(&chain_of(4, Source::History, 0.5, 6), &[]);
+    }
+    let fresh = kept(
+        &mut BudgetPolicy::new(32),
+        chain_of(8, Source::History, 0.5, 2),
+    );
+    // Another weak bucket of the same source (matches of 1-3 tokens) is not tried afresh.
+    assert!(kept(&mut p, chain_of(8, Source::History, 0.5, 2)) < fresh.max(1));
+    // Other sources keep their own priors.
+    assert_eq!(
+        kept(&mut p, chain_of(8, Source::Trie, 0.9, 0)),
+        kept(
+            &mut BudgetPolicy::new(32),
+            chain_of(8, Source::Trie, 0.9, 0)
+        )
+    );
+    // A long match (an exact repeat) is still trusted.
+    assert!(kept(&mut p, chain_of(16, Source::History, 0.99, 300)) >= 4);
+}
