@@ -138,8 +138,9 @@ fn drafts_are_accepted_and_save_forwards_on_the_fake_target() {
             if run == runs {
                 assert!(
                     got.spec.accepted_tokens > 0,
-                    "{} never had a draft accepted",
-                    m.name()
+                    "{} never had a draft accepted: {:?}",
+                    m.name(),
+                    got.spec
                 );
             }
         }

@@ -98,7 +98,10 @@ impl BudgetPolicy {
                 o += ko;
             }
         }
-        let pooled = (a + PRIOR_WEIGHT * 0.5) / (o + PRIOR_WEIGHT);
+        // Worth a few observations more than one key's prior: a handful of misses says
+        // little about the source's other guesses, a request's worth of them does.
+        let weight = 2.0 * PRIOR_WEIGHT;
+        let pooled = (a + weight * 0.5) / (o + weight);
         (pooled / 0.5).min(1.0)
     }
 
