@@ -56,7 +56,8 @@ pub enum EngineError {
         path: PathBuf,
         source: specdec_tokenizer::TokenizerError,
     },
-    #[error("the trie file {path} could not be loaded: {source}")]
+    /// The global pool's trie file, or its history file beside it.
+    #[error("the drafting state file {path} (trie or history) could not be loaded: {source}")]
     Trie {
         path: PathBuf,
         source: specdec_drafters::DraftError,

@@ -59,9 +59,16 @@ pub fn new_trie() -> Arc<Mutex<Trie>> {
 }
 
 /// Where the history index of a pool whose trie is saved at `trie_file` is saved: the same
-/// name with the extension `history`.
+/// name with the extension `history` (appended when the trie file already has that
+/// extension, so the two never share a file).
 pub fn history_file(trie_file: &Path) -> PathBuf {
-    trie_file.with_extension("history")
+    if trie_file.extension().is_some_and(|e| e == "history") {
+        let mut name = trie_file.as_os_str().to_owned();
+        name.push(".history");
+        PathBuf::from(name)
+    } else {
+        trie_file.with_extension("history")
+    }
 }
 
 /// The history index saved at `path` if that file exists, else an empty one.
@@ -405,6 +412,18 @@ mod tests {
             assert!(disk.count(&[i + 500, i + 1]) >= 1, "b's path {i} lost");
         }
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_history_file_never_is_its_trie_file() {
+        for (trie, history) in [
+            ("g.trie", "g.history"),
+            ("/x/trie.bin", "/x/trie.history"),
+            ("state", "state.history"),
+            ("odd.history", "odd.history.history"),
+        ] {
+            assert_eq!(history_file(Path::new(trie)), Path::new(history));
+        }
     }
 
     #[test]
