@@ -69,18 +69,19 @@ impl BudgetPolicy {
     /// (or, at the first level, a prior that grows with the branch's score or match
     /// length) with the weight of two observations, so a depth never reached yet inherits
     /// the acceptance seen just above it.
-    fn rate(&self, k: (usize, usize)) -> f64 {
+    /// `weak` holds each source's [`BudgetPolicy::weak_evidence_factor`].
+    fn rate(&self, k: (usize, usize), weak: &[f64; SOURCES]) -> f64 {
         let (a, o) = self.rates[k.0][k.1];
         let prior = if k.0.is_multiple_of(DEPTHS) {
             let bucket = (k.0 / DEPTHS) % EVIDENCE;
             let source = k.0 / DEPTHS / EVIDENCE;
             if bucket < TRUSTED_BUCKETS {
-                EVIDENCE_PRIOR[bucket] * self.weak_evidence_factor(source)
+                EVIDENCE_PRIOR[bucket] * weak[source]
             } else {
                 EVIDENCE_PRIOR[bucket]
             }
         } else {
-            self.rate((k.0 - 1, k.1))
+            self.rate((k.0 - 1, k.1), weak)
         };
         (a + PRIOR_WEIGHT * prior) / (o + PRIOR_WEIGHT)
     }
@@ -128,9 +129,11 @@ impl BudgetPolicy {
         // The root is reached for sure.
         let mut reach = vec![1f64; tree.len()];
         let keys = keys(&tree);
+        // Once per step, not once per node.
+        let weak: [f64; SOURCES] = std::array::from_fn(|s| self.weak_evidence_factor(s));
         for i in 1..tree.len() {
             let parent = tree.parent(i).map_or(1.0, |p| reach[p]);
-            reach[i] = parent * self.rate(keys[i]);
+            reach[i] = parent * self.rate(keys[i], &weak);
         }
         // Drafted nodes best first; a parent's reach is never below its child's, and ties
         // keep DFS order, so every prefix of this order is a connected subtree.
