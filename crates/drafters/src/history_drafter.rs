@@ -180,14 +180,15 @@ impl Drafter for HistoryDrafter {
                 for &t in &context[from..] {
                     index.advance(&mut self.matchers, t);
                 }
+                self.ctx.extend_from_slice(&context[from..]);
             }
             _ => {
                 self.matchers = index.matchers_at(context, self.cfg.window);
                 self.epoch = Some(index.epoch());
+                self.ctx.clear();
+                self.ctx.extend_from_slice(context);
             }
         }
-        self.ctx.clear();
-        self.ctx.extend_from_slice(context);
         let Some(&root) = context.last() else {
             return TokenTree::new();
         };
@@ -197,12 +198,13 @@ impl Drafter for HistoryDrafter {
         self.builder.clear();
         // Each generation that matches proposes its tree, the longer match first; the
         // builder merges what they agree on.
-        let mut gens: Vec<usize> = (0..self.matchers.len())
-            .filter(|&g| self.matchers[g].len >= self.cfg.min_match)
-            .collect();
+        let mut gens: [usize; 2] = [0, 1];
         gens.sort_by_key(|&g| std::cmp::Reverse(self.matchers[g].len));
         for g in gens {
             let m = self.matchers[g];
+            if m.len < self.cfg.min_match {
+                continue;
+            }
             let max_depth = self.depth_for(m.len);
             self.heap.clear();
             self.pushed = 0;
