@@ -111,14 +111,25 @@ pub fn verify_strict<'l>(
     params: &SamplingParams,
     rng: &mut Rng,
 ) -> Verdict {
+    walk(tree, strict_choice(logits, context, params, rng))
+}
+
+/// The target's own choice at a node, as strict verification makes it: a chooser for
+/// [`walk`] (other rules fall back on it). Draws one number per call.
+pub(crate) fn strict_choice<'a, 'l: 'a>(
+    logits: impl Fn(usize) -> &'l [f32] + 'a,
+    context: &[u32],
+    params: &'a SamplingParams,
+    rng: &'a mut Rng,
+) -> impl FnMut(usize, &[u32]) -> u32 + 'a {
     // Only the repetition-penalty window of the context can affect a choice.
     let mut recent = context[context.len().saturating_sub(params.repeat_last_n)..].to_vec();
     let base = recent.len();
-    // The walk only descends, so `path` grows by one token a node: append just that.
-    walk(tree, |node, path| {
+    // The walk only descends, so `path` only grows: append what is new.
+    move |node, path| {
         recent.extend_from_slice(&path[recent.len() - base..]);
         sample(logits(node), &recent, params, rng.next_f64())
-    })
+    }
 }
 
 #[cfg(test)]

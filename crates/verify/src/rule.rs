@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use specdec_tree::TokenTree;
 
-use crate::{verify_strict, walk, Rng, SamplingParams, Verdict};
+use crate::{strict_choice, verify_strict, walk, Rng, SamplingParams, Verdict};
 
 /// The rule a request's drafts are verified by.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -84,17 +84,10 @@ fn verify_forced<'l>(
     rng: &mut Rng,
 ) -> Verdict {
     let start = context.len();
-    if start >= expected.len() {
-        return verify_strict(tree, logits, context, params, rng);
-    }
+    let mut strict = strict_choice(logits, context, params, rng);
     walk(tree, |node, path| match expected.get(start + path.len()) {
         Some(&t) => t,
-        // The forced text ran out inside this step: the target's own choice, as strict.
-        None => {
-            let mut ctx = context.to_vec();
-            ctx.extend_from_slice(path);
-            let recent = &ctx[ctx.len().saturating_sub(params.repeat_last_n)..];
-            crate::sample(logits(node), recent, params, rng.next_f64())
-        }
+        // Past the forced text: the target's own choice, as strict.
+        None => strict(node, path),
     })
 }
