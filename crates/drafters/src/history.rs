@@ -27,7 +27,6 @@
 //! checksum u64      FNV-1a of every byte before it
 //! ```
 
-use std::collections::HashSet;
 use std::path::Path;
 
 use crate::error::DraftError;
@@ -67,17 +66,16 @@ impl Default for HistoryConfig {
 #[derive(Clone, Debug)]
 struct Generation {
     sam: SuffixAutomaton,
-    /// Length and hash of every document, oldest first.
-    docs: Vec<(usize, u64)>,
-    tokens: usize,
+    /// The hash of every document, oldest first (to skip exact duplicates; the documents
+    /// themselves are the automaton's).
+    hashes: Vec<u64>,
 }
 
 impl Generation {
     fn new() -> Self {
         Generation {
             sam: SuffixAutomaton::new(RECENT_DEPTH),
-            docs: Vec::new(),
-            tokens: 0,
+            hashes: Vec::new(),
         }
     }
 }
@@ -91,7 +89,6 @@ const NEWER: usize = 1;
 pub struct HistoryIndex {
     cfg: HistoryConfig,
     gens: [Generation; 2],
-    hashes: HashSet<u64>,
     /// Changes whenever an automaton does: a matcher made before a change must start over.
     epoch: u64,
 }
@@ -123,7 +120,6 @@ impl HistoryIndex {
         HistoryIndex {
             cfg,
             gens: [Generation::new(), Generation::new()],
-            hashes: HashSet::new(),
             epoch: 0,
         }
     }
@@ -139,12 +135,12 @@ impl HistoryIndex {
 
     /// Tokens held.
     pub fn tokens(&self) -> usize {
-        self.gens.iter().map(|g| g.tokens).sum()
+        self.gens.iter().map(|g| g.sam.text().len()).sum()
     }
 
     /// Documents held.
     pub fn documents(&self) -> usize {
-        self.gens.iter().map(|g| g.docs.len()).sum()
+        self.gens.iter().map(|g| g.hashes.len()).sum()
     }
 
     /// The documents held, oldest first.
@@ -168,12 +164,10 @@ impl HistoryIndex {
 
     /// Bytes the index holds in use (automata, text and bookkeeping).
     pub fn memory_bytes(&self) -> usize {
-        let gens: usize = self
-            .gens
+        self.gens
             .iter()
-            .map(|g| g.sam.memory_bytes() + g.docs.len() * std::mem::size_of::<(usize, u64)>())
-            .sum();
-        gens + self.hashes.len() * 16
+            .map(|g| g.sam.memory_bytes() + g.hashes.len() * std::mem::size_of::<u64>())
+            .sum()
     }
 
     /// Adds a finished request: the last `prompt_tail` tokens of `prompt`, then `output`.
@@ -198,23 +192,19 @@ impl HistoryIndex {
             return false;
         }
         let hash = doc_hash(doc);
-        if !self.hashes.insert(hash) {
+        if self.gens.iter().any(|g| g.hashes.contains(&hash)) {
             return false;
         }
-        if self.gens[NEWER].tokens + doc.len() > self.generation_cap() {
+        if self.gens[NEWER].sam.text().len() + doc.len() > self.generation_cap() {
             let newer = std::mem::replace(&mut self.gens[NEWER], Generation::new());
-            let older = std::mem::replace(&mut self.gens[OLDER], newer);
-            for (_, h) in older.docs {
-                self.hashes.remove(&h);
-            }
+            self.gens[OLDER] = newer;
         }
         let g = &mut self.gens[NEWER];
         g.sam.start_document();
         for &t in doc {
             g.sam.push(t);
         }
-        g.tokens += doc.len();
-        g.docs.push((doc.len(), hash));
+        g.hashes.push(hash);
         self.epoch += 1;
         true
     }
@@ -261,11 +251,7 @@ impl HistoryIndex {
 
     /// The file image of the index (see the module docs).
     pub fn to_bytes(&self) -> Vec<u8> {
-        let lens: Vec<usize> = self
-            .gens
-            .iter()
-            .flat_map(|g| g.docs.iter().map(|&(l, _)| l))
-            .collect();
+        let lens: Vec<usize> = self.documents_held().map(<[u32]>::len).collect();
         let tokens = self.tokens();
         let mut b = Vec::with_capacity(HEADER + 4 * (lens.len() + tokens) + TRAILER);
         b.extend_from_slice(&MAGIC);
