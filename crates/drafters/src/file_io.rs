@@ -6,6 +6,109 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use crate::error::DraftError;
+use crate::hash::fnv1a64;
+
+/// The frame every state file shares: `magic` (8 bytes), `version` u32, a reserved u32
+/// (0), the kind's own header fields up to `header` bytes, the body, and the FNV-1a
+/// checksum (u64) of every byte before it; all little-endian.
+pub(crate) struct Frame {
+    pub magic: [u8; 8],
+    pub version: u32,
+    pub header: usize,
+}
+
+const TRAILER: usize = 8;
+
+impl Frame {
+    /// A file image holding magic, version and the reserved field; the caller appends
+    /// its header fields and body, then [`Frame::seal`]s it.
+    pub fn start(&self, body_bytes: usize) -> Vec<u8> {
+        let mut b = Vec::with_capacity(self.header + body_bytes + TRAILER);
+        b.extend_from_slice(&self.magic);
+        b.extend_from_slice(&self.version.to_le_bytes());
+        b.extend_from_slice(&0u32.to_le_bytes());
+        b
+    }
+
+    /// Appends the checksum.
+    pub fn seal(b: &mut Vec<u8>) {
+        let sum = fnv1a64(b);
+        b.extend_from_slice(&sum.to_le_bytes());
+    }
+
+    /// Checks the frame of image `b` and returns it without its checksum (header fields
+    /// at their offsets, the body from `header`). `body_len(b)` reads from the header how
+    /// many body bytes the file must hold (`None`: more than can be). In order: the magic
+    /// (a prefix of it is a truncated file), the length for a header, the version, the
+    /// exact length, the checksum, the reserved field.
+    pub fn open<'a>(
+        &self,
+        b: &'a [u8],
+        body_len: impl FnOnce(&[u8]) -> Option<u64>,
+    ) -> Result<&'a [u8], DraftError> {
+        let found = b.len() as u64;
+        let short = DraftError::Truncated {
+            expected: (self.header + TRAILER) as u64,
+            found,
+        };
+        if b.len() < self.magic.len() {
+            return Err(if self.magic.starts_with(b) {
+                short
+            } else {
+                DraftError::BadMagic
+            });
+        }
+        if b[..8] != self.magic {
+            return Err(DraftError::BadMagic);
+        }
+        if b.len() < self.header + TRAILER {
+            return Err(short);
+        }
+        let version = u32_at(b, 8);
+        if version != self.version {
+            return Err(DraftError::UnsupportedVersion {
+                found: version,
+                expected: self.version,
+            });
+        }
+        let expected = body_len(b)
+            .and_then(|n| n.checked_add((self.header + TRAILER) as u64))
+            .unwrap_or(u64::MAX);
+        if expected != found {
+            return Err(DraftError::Truncated { expected, found });
+        }
+        let end = b.len() - TRAILER;
+        let (stored, computed) = (u64_at(b, end), fnv1a64(&b[..end]));
+        if stored != computed {
+            return Err(DraftError::Checksum { stored, computed });
+        }
+        if u32_at(b, 12) != 0 {
+            return Err(DraftError::Malformed(
+                "reserved header field is not zero".into(),
+            ));
+        }
+        Ok(&b[..end])
+    }
+}
+
+pub(crate) fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+}
+
+pub(crate) fn u64_at(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+}
+
+/// An error if `max_token` (a loaded state's largest token id) is outside a vocabulary of
+/// `vocab` ids: the state was learned on another model.
+pub(crate) fn check_vocab(max_token: Option<u32>, vocab: usize) -> Result<(), DraftError> {
+    match max_token {
+        Some(token) if token as usize >= vocab => {
+            Err(DraftError::TokenOutOfVocabulary { token, vocab })
+        }
+        _ => Ok(()),
+    }
+}
 
 /// Writes `bytes` to `path` atomically: a temporary file in the same directory, fsync,
 /// rename over `path`, fsync of the directory; a crash leaves the old file or the new one.

@@ -30,14 +30,17 @@
 use std::path::Path;
 
 use crate::error::DraftError;
-use crate::file_io::{read_file, write_atomic};
+use crate::file_io::{check_vocab, read_file, u32_at, u64_at, write_atomic, Frame};
 use crate::hash::fnv1a64;
 use crate::sam::{Matcher, StateId, SuffixAutomaton};
 
 const MAGIC: [u8; 8] = *b"specdHIS";
-const VERSION: u32 = 1;
+const FRAME: Frame = Frame {
+    magic: MAGIC,
+    version: 1,
+    header: HEADER,
+};
 const HEADER: usize = 32;
-const TRAILER: usize = 8;
 
 /// Suffix links per token that keep recent end positions exact (what the automaton of a
 /// single request uses; the index reads counts, not positions).
@@ -253,10 +256,7 @@ impl HistoryIndex {
     pub fn to_bytes(&self) -> Vec<u8> {
         let lens: Vec<usize> = self.documents_held().map(<[u32]>::len).collect();
         let tokens = self.tokens();
-        let mut b = Vec::with_capacity(HEADER + 4 * (lens.len() + tokens) + TRAILER);
-        b.extend_from_slice(&MAGIC);
-        b.extend_from_slice(&VERSION.to_le_bytes());
-        b.extend_from_slice(&0u32.to_le_bytes());
+        let mut b = FRAME.start(4 * (lens.len() + tokens));
         b.extend_from_slice(&(lens.len() as u64).to_le_bytes());
         b.extend_from_slice(&(tokens as u64).to_le_bytes());
         for len in lens {
@@ -267,58 +267,21 @@ impl HistoryIndex {
                 b.extend_from_slice(&t.to_le_bytes());
             }
         }
-        let sum = fnv1a64(&b);
-        b.extend_from_slice(&sum.to_le_bytes());
+        Frame::seal(&mut b);
         b
     }
 
     /// Parses a file image into an index with settings `cfg` (the documents are inserted
     /// one by one, oldest first, so a smaller cap keeps the newest).
     pub fn from_bytes(b: &[u8], cfg: HistoryConfig) -> Result<HistoryIndex, DraftError> {
-        let found = b.len() as u64;
-        let short = || DraftError::Truncated {
-            expected: (HEADER + TRAILER) as u64,
-            found,
-        };
-        if b.len() < MAGIC.len() && MAGIC.starts_with(b) {
-            return Err(short());
-        }
-        if b.len() < MAGIC.len() || b[..8] != MAGIC {
-            return Err(DraftError::BadMagic);
-        }
-        if b.len() < HEADER + TRAILER {
-            return Err(short());
-        }
-        let u32_at = |at: usize| u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"));
-        let u64_at = |at: usize| u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"));
-        let version = u32_at(8);
-        if version != VERSION {
-            return Err(DraftError::UnsupportedVersion {
-                found: version,
-                expected: VERSION,
-            });
-        }
-        let (docs, tokens) = (u64_at(16), u64_at(24));
-        let expected = docs
-            .checked_add(tokens)
-            .and_then(|n| n.checked_mul(4))
-            .and_then(|n| n.checked_add((HEADER + TRAILER) as u64))
-            .unwrap_or(u64::MAX);
-        if expected != found {
-            return Err(DraftError::Truncated { expected, found });
-        }
-        let body = b.len() - TRAILER;
-        let (stored, computed) = (u64_at(body), fnv1a64(&b[..body]));
-        if stored != computed {
-            return Err(DraftError::Checksum { stored, computed });
-        }
-        if u32_at(12) != 0 {
-            return Err(DraftError::Malformed(
-                "reserved header field is not zero".into(),
-            ));
-        }
+        let b = FRAME.open(b, |b| {
+            u64_at(b, 16)
+                .checked_add(u64_at(b, 24))
+                .and_then(|n| n.checked_mul(4))
+        })?;
+        let (docs, tokens) = (u64_at(b, 16), u64_at(b, 24));
         let lens: Vec<usize> = (0..docs as usize)
-            .map(|i| u32_at(HEADER + 4 * i) as usize)
+            .map(|i| u32_at(b, HEADER + 4 * i) as usize)
             .collect();
         if lens.iter().sum::<usize>() as u64 != tokens || lens.contains(&0) {
             return Err(DraftError::Malformed(
@@ -326,7 +289,7 @@ impl HistoryIndex {
             ));
         }
         let text_at = HEADER + 4 * docs as usize;
-        let text: Vec<u32> = b[text_at..body]
+        let text: Vec<u32> = b[text_at..]
             .chunks_exact(4)
             .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")))
             .collect();
@@ -349,12 +312,7 @@ impl HistoryIndex {
 
     /// An error if a token id is outside a vocabulary of `vocab` ids.
     pub fn check_vocab(&self, vocab: usize) -> Result<(), DraftError> {
-        match self.max_token() {
-            Some(token) if token as usize >= vocab => {
-                Err(DraftError::TokenOutOfVocabulary { token, vocab })
-            }
-            _ => Ok(()),
-        }
+        check_vocab(self.max_token(), vocab)
     }
 
     /// Writes the index atomically (temporary file, fsync, rename, under the file's lock).

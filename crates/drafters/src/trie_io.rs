@@ -20,32 +20,25 @@ use std::path::Path;
 use std::time::SystemTime;
 
 use crate::error::DraftError;
-use crate::file_io::{read_file, write_atomic, write_locked, FileLock};
-use crate::hash::fnv1a64;
+use crate::file_io::{
+    check_vocab, read_file, u32_at, u64_at, write_atomic, write_locked, FileLock, Frame,
+};
 use crate::trie::{Trie, TrieConfig};
 
 const MAGIC: [u8; 8] = *b"specdTRI";
-const VERSION: u32 = 1;
+const FRAME: Frame = Frame {
+    magic: MAGIC,
+    version: 1,
+    header: HEADER,
+};
 const HEADER: usize = 24;
 const RECORD: usize = 12;
-const TRAILER: usize = 8;
-
-fn u32_at(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
-}
-
-fn u64_at(b: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
-}
 
 impl Trie {
     /// The file image of this trie (see the module docs).
     pub fn to_bytes(&self) -> Vec<u8> {
         let n = self.len();
-        let mut b = Vec::with_capacity(HEADER + n * RECORD + TRAILER);
-        b.extend_from_slice(&MAGIC);
-        b.extend_from_slice(&VERSION.to_le_bytes());
-        b.extend_from_slice(&0u32.to_le_bytes());
+        let mut b = FRAME.start(n * RECORD);
         b.extend_from_slice(&(n as u64).to_le_bytes());
         // Breadth-first renumbering so parents precede children.
         let mut file_id = vec![0u32; self.nodes.len()];
@@ -61,63 +54,18 @@ impl Trie {
                 queue.push_back(c);
             }
         }
-        let sum = fnv1a64(&b);
-        b.extend_from_slice(&sum.to_le_bytes());
+        Frame::seal(&mut b);
         b
     }
 
     /// Parses a file image, with the default [`TrieConfig`].
     pub fn from_bytes(b: &[u8]) -> Result<Trie, DraftError> {
-        let found = b.len() as u64;
-        if b.len() < MAGIC.len() {
-            return Err(if MAGIC.starts_with(b) {
-                DraftError::Truncated {
-                    expected: (HEADER + TRAILER) as u64,
-                    found,
-                }
-            } else {
-                DraftError::BadMagic
-            });
-        }
-        if b[..8] != MAGIC {
-            return Err(DraftError::BadMagic);
-        }
-        if b.len() < HEADER + TRAILER {
-            return Err(DraftError::Truncated {
-                expected: (HEADER + TRAILER) as u64,
-                found,
-            });
-        }
-        let version = u32_at(b, 8);
-        if version != VERSION {
-            return Err(DraftError::UnsupportedVersion {
-                found: version,
-                expected: VERSION,
-            });
-        }
+        let b = FRAME.open(b, |b| u64_at(b, 16).checked_mul(RECORD as u64))?;
         let n = u64_at(b, 16);
-        let expected = n
-            .checked_mul(RECORD as u64)
-            .and_then(|x| x.checked_add((HEADER + TRAILER) as u64))
-            .unwrap_or(u64::MAX);
-        if expected != found {
-            return Err(DraftError::Truncated { expected, found });
-        }
-        let body = b.len() - TRAILER;
-        let stored = u64_at(b, body);
-        let computed = fnv1a64(&b[..body]);
-        if stored != computed {
-            return Err(DraftError::Checksum { stored, computed });
-        }
-        if u32_at(b, 12) != 0 {
-            return Err(DraftError::Malformed(
-                "reserved header field is not zero".into(),
-            ));
-        }
         if n >= u32::MAX as u64 {
             return Err(DraftError::Malformed(format!("{n} nodes: too many")));
         }
-        let parts: Vec<(u32, u32, u32)> = b[HEADER..body]
+        let parts: Vec<(u32, u32, u32)> = b[HEADER..]
             .chunks_exact(RECORD)
             .map(|r| (u32_at(r, 0), u32_at(r, 4), u32_at(r, 8)))
             .collect();
@@ -128,12 +76,7 @@ impl Trie {
     /// another model is refused when loaded rather than failing every request drafting
     /// from it.
     pub fn check_vocab(&self, vocab: usize) -> Result<(), DraftError> {
-        match self.max_token() {
-            Some(token) if token as usize >= vocab => {
-                Err(DraftError::TokenOutOfVocabulary { token, vocab })
-            }
-            _ => Ok(()),
-        }
+        check_vocab(self.max_token(), vocab)
     }
 
     /// Writes the trie atomically: a temporary file in the same directory, fsync, rename
