@@ -42,10 +42,6 @@ const FRAME: Frame = Frame {
 };
 const HEADER: usize = 32;
 
-/// Suffix links per token that keep recent end positions exact (what the automaton of a
-/// single request uses; the index reads counts, not positions).
-const RECENT_DEPTH: usize = 4;
-
 /// Settings of a [`HistoryIndex`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HistoryConfig {
@@ -77,7 +73,7 @@ struct Generation {
 impl Generation {
     fn new() -> Self {
         Generation {
-            sam: SuffixAutomaton::new(RECENT_DEPTH),
+            sam: SuffixAutomaton::counting(),
             hashes: Vec::new(),
         }
     }

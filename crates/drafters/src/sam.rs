@@ -4,10 +4,11 @@
 //! so no recognized string spans two documents. Each state records its first end position
 //! (exact) and a recent end position (the newest position, maintained along at most
 //! `recent_depth` suffix links per token so appends stay O(1); states further up keep an
-//! older, still valid, end position). Each state also counts its end positions (how often
-//! its strings occur), maintained along at most [`COUNT_DEPTH`] suffix links per token:
-//! exact for ordinary text, a lower bound for states further up a longer chain (only
-//! near-periodic text such as a run of one token builds such chains).
+//! older, still valid, end position). An automaton made by [`SuffixAutomaton::counting`]
+//! also counts each state's end positions (how often its strings occur), maintained along
+//! at most [`COUNT_DEPTH`] suffix links per token: exact for ordinary text, a lower bound
+//! for states further up a longer chain (only near-periodic text such as a run of one
+//! token builds such chains). Each user pays only for what it reads.
 
 /// A state of the automaton; 0 is the root (the empty string).
 pub type StateId = u32;
@@ -85,6 +86,8 @@ pub struct SuffixAutomaton {
     text: Vec<u32>,
     doc_starts: Vec<u32>,
     recent_depth: usize,
+    /// Suffix links walked per token to count occurrences (`None`: not counted).
+    count_depth: Option<usize>,
 }
 
 /// A clone made while appending: strings of `from` up to `len` tokens now live in `clone`.
@@ -110,6 +113,16 @@ impl SuffixAutomaton {
             text: Vec::new(),
             doc_starts: vec![0],
             recent_depth,
+            count_depth: None,
+        }
+    }
+
+    /// An automaton that counts occurrences (see the module docs) and keeps recent end
+    /// positions only for the newest state.
+    pub fn counting() -> Self {
+        SuffixAutomaton {
+            count_depth: Some(COUNT_DEPTH),
+            ..Self::new(0)
         }
     }
 
@@ -180,7 +193,7 @@ impl SuffixAutomaton {
     }
 
     /// How often the strings of `s` occur (see the module docs for when this is a lower
-    /// bound).
+    /// bound); 0 in an automaton that does not count.
     pub fn count(&self, s: StateId) -> u32 {
         self.states[s as usize].count
     }
@@ -230,9 +243,10 @@ impl SuffixAutomaton {
     }
 
     /// Records `pos` as an end of `s` and its suffix-link ancestors: the recent end of the
-    /// first `recent_depth` of them, the count of the first [`COUNT_DEPTH`].
+    /// first `recent_depth` of them, the count of the first `count_depth`.
     fn touch(&mut self, mut s: u32, pos: u32) {
-        for depth in 0..=self.recent_depth.max(COUNT_DEPTH) {
+        let counts = self.count_depth;
+        for depth in 0..=self.recent_depth.max(counts.unwrap_or(0)) {
             if s == 0 || s == NONE {
                 break;
             }
@@ -240,7 +254,7 @@ impl SuffixAutomaton {
             if depth <= self.recent_depth {
                 st.recent_end = pos;
             }
-            if depth <= COUNT_DEPTH {
+            if counts.is_some_and(|c| depth <= c) {
                 st.count = st.count.saturating_add(1);
             }
             s = st.link;
