@@ -4,7 +4,7 @@
 mod common;
 
 use common::{chat, fixture};
-use specdec_engine::{DraftMethod, Engine, GenerateRequest, Pool, SamplingParams};
+use specdec_engine::{DraftMethod, Engine, GenerateRequest, Pool};
 
 const DOC: &str = "The with statement simplifies exception handling by encapsulating common \
 preparation and cleanup tasks. It calls the context manager's __enter__ method on entry and \
@@ -34,15 +34,7 @@ fn every_draft_method_equals_plain_greedy_and_sampled() {
     let f = fixture();
     let mut engine = Engine::new(&f.model, &f.tokenizer);
     let pool = Pool::default();
-    let samplings = [
-        SamplingParams::default(),
-        SamplingParams {
-            temperature: 0.8,
-            top_p: 0.95,
-            seed: 3,
-            ..SamplingParams::default()
-        },
-    ];
+    let samplings = common::greedy_and_seeded(3);
     for (prompt, refs) in cases() {
         let prompt_tokens = chat(f, &prompt);
         for sampling in &samplings {

@@ -28,15 +28,7 @@ fn repeats_and_edited_repeats_equal_plain_and_repeats_take_few_forwards() {
     // Draft sizes from the runtime's cost shape, not from this machine's timings, so the
     // forward count below does not depend on how loaded the machine is.
     let mut engine = Engine::new(&f.model, &f.tokenizer).with_cost_model(CostModel::frozen());
-    let samplings = [
-        SamplingParams::default(),
-        SamplingParams {
-            temperature: 0.8,
-            top_p: 0.95,
-            seed: 5,
-            ..SamplingParams::default()
-        },
-    ];
+    let samplings = common::greedy_and_seeded(5);
     for sampling in &samplings {
         for method in [DraftMethod::History, DraftMethod::Auto] {
             for prompt in [PROMPTS[0], PROMPTS[1], PROMPTS[1], PROMPTS[0]] {

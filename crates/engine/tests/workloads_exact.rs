@@ -9,7 +9,7 @@
 mod common;
 
 use common::{chat, fixture};
-use specdec_engine::{DraftMethod, Engine, GenerateRequest, Pool, SamplingParams};
+use specdec_engine::{DraftMethod, Engine, GenerateRequest, Pool};
 use specdec_workloads::{build, DataDirs, WorkloadKind};
 
 const PER_KIND: usize = 12;
@@ -68,15 +68,7 @@ fn every_method_equals_plain_on_workload_prompts_greedy_and_seeded() {
     let mut engine = Engine::new(&f.model, &f.tokenizer);
     let base = requests();
     assert!(base.len() >= 20);
-    let samplings = [
-        SamplingParams::default(),
-        SamplingParams {
-            temperature: 0.8,
-            top_p: 0.95,
-            seed: 5,
-            ..SamplingParams::default()
-        },
-    ];
+    let samplings = common::greedy_and_seeded(5);
     for sampling in samplings {
         let reqs: Vec<GenerateRequest> = base
             .iter()

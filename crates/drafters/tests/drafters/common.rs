@@ -88,3 +88,14 @@ impl Lcg {
         (self.next() % n) as u32
     }
 }
+
+/// Rewrites the checksum so that only the semantic checks can object.
+pub fn reseal(b: &mut [u8]) {
+    let n = b.len() - 8;
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &x in &b[..n] {
+        h ^= x as u64;
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    b[n..].copy_from_slice(&h.to_le_bytes());
+}

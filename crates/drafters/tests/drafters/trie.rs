@@ -8,7 +8,7 @@ use proptest::collection::vec;
 use proptest::prelude::*;
 use specdec_drafters::*;
 
-use crate::common::{check_tree, drafted_meta, first_choice};
+use crate::common::{check_tree, drafted_meta, first_choice, reseal};
 
 /// Brute-force counts: for every window (start allowed by `can_start`), every prefix.
 fn brute(
@@ -150,17 +150,6 @@ proptest! {
         );
         prop_assert!(foreign);
     }
-}
-
-/// Rewrites the checksum so that only the semantic checks can object.
-fn reseal(b: &mut [u8]) {
-    let n = b.len() - 8;
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &x in &b[..n] {
-        h ^= x as u64;
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    b[n..].copy_from_slice(&h.to_le_bytes());
 }
 
 #[test]

@@ -35,3 +35,15 @@ pub fn chat(f: &Fixture, user: &str) -> Vec<u32> {
         .unwrap();
     f.tokenizer.encode_prompt(&text).unwrap()
 }
+
+/// The samplings every exactness test runs: greedy, and seeded sampling at temperature
+/// 0.8, top-p 0.95 with `seed`.
+pub fn greedy_and_seeded(seed: u64) -> [specdec_engine::SamplingParams; 2] {
+    let sampled = specdec_engine::SamplingParams {
+        temperature: 0.8,
+        top_p: 0.95,
+        seed,
+        ..Default::default()
+    };
+    [Default::default(), sampled]
+}
