@@ -7,6 +7,7 @@ mod draft_args;
 mod generate;
 mod model_cmd;
 mod oracle;
+mod rec;
 mod serve;
 mod workload;
 
@@ -41,6 +42,12 @@ enum Command {
         #[command(subcommand)]
         command: data_cmd::DataCommand,
     },
+    /// Recommendation: MovieLens records, knowledge generation (LASER), its quality and
+    /// benchmark.
+    Rec {
+        #[command(subcommand)]
+        command: rec::RecCommand,
+    },
 }
 
 /// Logs go to stderr, filtered by `RUST_LOG` (default: `info` for the server, `warn`
@@ -68,6 +75,7 @@ fn main() {
         Command::Bench(args) => bench::run(args),
         Command::Data { command } => data_cmd::run(command),
         Command::Serve(args) => serve::run(args),
+        Command::Rec { command } => rec::run(command),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

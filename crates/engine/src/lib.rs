@@ -27,7 +27,7 @@ pub use scheduler::{Finished, Job, Outcome, Scheduler};
 pub use specdec_drafters::{HistoryConfig, MAX_REFERENCE_TOKENS};
 pub use specdec_runtime::{Model, ModelConfig, Target};
 pub use specdec_tokenizer::{ChatMessage, ChatTemplate, Tokenizer};
-pub use specdec_verify::{sampling, Acceptance, Rng, SamplingParams};
+pub use specdec_verify::{sampling, Acceptance, Relaxed, Rng, SamplingParams};
 pub use stats::SpecStats;
 
 use std::path::PathBuf;

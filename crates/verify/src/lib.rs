@@ -13,7 +13,7 @@ mod rule;
 pub mod sampling;
 
 pub use rng::Rng;
-pub use rule::Acceptance;
+pub use rule::{Acceptance, Relaxed};
 pub use sampling::{argmax, distribution, draw, sample, SamplingParams};
 use specdec_tree::TokenTree;
 

@@ -22,6 +22,52 @@ pub enum Acceptance {
     /// next expected token, whatever the logits say. Past the end of the expected tokens
     /// the rule is strict (the caller caps `max_tokens` so that never shows).
     Forced(Arc<[u32]>),
+    /// LASER's relaxed rule (opt-in): a drafted token is kept where it is among the
+    /// target's top-k and its probability exceeds tau (the argmax always is); the branch
+    /// that emits the most tokens wins. Greedy only.
+    Relaxed(Relaxed),
+}
+
+/// The parameters of [`Acceptance::Relaxed`], checked on construction.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Relaxed {
+    top_k: usize,
+    tau: f32,
+}
+
+impl Relaxed {
+    /// The paper's defaults: top-2, tau = 0.1.
+    pub const DEFAULT: Relaxed = Relaxed { top_k: 2, tau: 0.1 };
+    /// More candidates per position than any sensible relaxation needs.
+    pub const MAX_TOP_K: usize = 64;
+
+    /// `top_k` in 1..=64, `tau` in [0, 1); the message says what to fix.
+    pub fn new(top_k: usize, tau: f32) -> Result<Self, String> {
+        if !(1..=Self::MAX_TOP_K).contains(&top_k) {
+            return Err(format!(
+                "relaxed top_k must be in 1..={}, got {top_k}",
+                Self::MAX_TOP_K
+            ));
+        }
+        if !(tau.is_finite() && (0.0..1.0).contains(&tau)) {
+            return Err(format!("relaxed tau must be in [0, 1), got {tau}"));
+        }
+        Ok(Relaxed { top_k, tau })
+    }
+
+    pub fn top_k(&self) -> usize {
+        self.top_k
+    }
+
+    pub fn tau(&self) -> f32 {
+        self.tau
+    }
+}
+
+impl Default for Relaxed {
+    fn default() -> Self {
+        Relaxed::DEFAULT
+    }
 }
 
 impl Acceptance {
@@ -29,6 +75,7 @@ impl Acceptance {
         match self {
             Acceptance::Strict => "strict",
             Acceptance::Forced(_) => "forced",
+            Acceptance::Relaxed(_) => "relaxed",
         }
     }
 
@@ -37,7 +84,7 @@ impl Acceptance {
     pub fn is_relaxed(&self) -> bool {
         match self {
             Acceptance::Strict => false,
-            Acceptance::Forced(_) => true,
+            Acceptance::Forced(_) | Acceptance::Relaxed(_) => true,
         }
     }
 
@@ -50,7 +97,7 @@ impl Acceptance {
     /// when the rule is not forced).
     pub fn forced_remaining(&self, prompt_len: usize) -> Option<usize> {
         match self {
-            Acceptance::Strict => None,
+            Acceptance::Strict | Acceptance::Relaxed(_) => None,
             Acceptance::Forced(expected) => Some(expected.len().saturating_sub(prompt_len)),
         }
     }
@@ -66,6 +113,8 @@ impl Acceptance {
     ) -> Verdict {
         match self {
             Acceptance::Strict => verify_strict(tree, logits, context, params, rng),
+            // TODO(relaxed): LASER's rule; strict until it is written.
+            Acceptance::Relaxed(_) => verify_strict(tree, logits, context, params, rng),
             Acceptance::Forced(expected) => {
                 verify_forced(tree, expected, logits, context, params, rng)
             }

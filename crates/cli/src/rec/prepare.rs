@@ -1,0 +1,8 @@
+//! `specdec rec prepare` (to be written).
+
+#[derive(clap::Args, Debug)]
+pub struct Args {}
+
+pub fn run(_args: Args) -> anyhow::Result<()> {
+    anyhow::bail!("`specdec rec prepare` is not built yet")
+}

@@ -1,0 +1,40 @@
+//! One error type for the recommendation half; every variant names the file, line or
+//! record involved.
+
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RecError {
+    #[error(transparent)]
+    Workload(#[from] specdec_workloads::WorkloadError),
+    #[error(transparent)]
+    Engine(#[from] specdec_engine::EngineError),
+    #[error("{what} {path}: {source}")]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// A dataset file does not have the shape RECSYS.md describes.
+    #[error("cannot parse {file} at line {line}: {message}")]
+    Parse {
+        file: String,
+        line: usize,
+        message: String,
+    },
+    /// A JSONL input line that is not a valid record.
+    #[error("{path}: line {line}: {message}")]
+    Record {
+        path: PathBuf,
+        line: usize,
+        message: String,
+    },
+    #[error("invalid option: {0}")]
+    Invalid(String),
+}
+
+/// `map_err` helper for I/O errors that names the path.
+pub fn io(what: &'static str, path: &std::path::Path) -> impl FnOnce(std::io::Error) -> RecError {
+    let path = path.to_path_buf();
+    move |source| RecError::Io { what, path, source }
+}

@@ -1,0 +1,1 @@
+//! The knowledge job (to be written).

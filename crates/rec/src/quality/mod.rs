@@ -1,0 +1,1 @@
+//! Quality of relaxed knowledge (to be written).
