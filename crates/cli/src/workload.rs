@@ -204,14 +204,14 @@ impl PoolSnapshot {
 }
 
 /// A record's place in the group being run; benchmark records are never cancelled.
-struct Slot(usize);
+pub(crate) struct Slot(usize);
 
 impl specdec_engine::Job for Slot {}
 
 /// Runs `reqs` through the scheduler, as many at a time as it has room for, admitting the
 /// next as soon as one finishes (continuous batching); their outputs in order and the
 /// wall time.
-fn run_together(
+pub(crate) fn run_together(
     sched: &mut Scheduler<'_, Slot>,
     reqs: Vec<GenerateRequest>,
 ) -> anyhow::Result<(Vec<GenerateOutput>, f64)> {
