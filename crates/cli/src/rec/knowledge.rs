@@ -130,22 +130,22 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("creating the pools folder {}", dir.display()))?;
     }
-    let stop = stop_flag()?;
-    let loaded = common::load(&args.model)?;
-    let vocab = loaded.model.config().vocab;
-    let pools = Pools::open(None, args.pools.clone(), vocab, HistoryConfig::default())?;
-    let engine = Engine::new(&loaded.model, &loaded.tokenizer).with_pools(pools);
     if let Some(s) = opts.shard {
         eprintln!("shard {s}");
     }
-    let summary = job::run(
-        engine,
-        &loaded.template,
-        &args.input,
-        &args.output,
-        &opts,
-        &stop,
-    )?;
+    // The files before the model: a bad input or output fails at once.
+    let prepared = job::prepare(&args.input, &args.output, &opts)?;
+    let summary = if prepared.remaining() == 0 {
+        // Nothing left (a rerun of a finished shard): no model needed.
+        prepared.summary().clone()
+    } else {
+        let stop = stop_flag()?;
+        let loaded = common::load(&args.model)?;
+        let vocab = loaded.model.config().vocab;
+        let pools = Pools::open(None, args.pools.clone(), vocab, HistoryConfig::default())?;
+        let engine = Engine::new(&loaded.model, &loaded.tokenizer).with_pools(pools);
+        job::execute(prepared, engine, &loaded.template, &opts, &stop)?
+    };
     eprintln!("{summary}");
     if !summary.succeeded() {
         // Distinct from 1 (the job could not run): the shard ran to its end, but some

@@ -14,5 +14,5 @@ pub use input::{parse_input, read_input, Input, Malformed, Task};
 pub use output::{scan, OutputFile, Scan};
 pub use progress::{Progress, Summary};
 pub use queue::{Queue, Warmup};
-pub use run::{run, JobOptions};
+pub use run::{execute, prepare, run, JobOptions, Prepared};
 pub use shard::{fnv1a64, Shard};

@@ -118,32 +118,42 @@ fn output_line(task: &Task, out: &GenerateOutput) -> KnowledgeOutput {
     }
 }
 
-/// Runs the job on `engine` (its pools are the ones records draft from and feed) and
-/// returns what it did. `template` wraps each prompt; `stop` (set by a signal handler)
-/// ends admission. Per-record problems are counted in the summary and logged; an error
-/// is returned only for what stops the whole job (unreadable files, an output that is
-/// not this job's, a failed write).
-pub fn run(
-    engine: Engine<'_>,
-    template: &ChatTemplate,
-    input: &Path,
-    output: &Path,
-    opts: &JobOptions,
-    stop: &AtomicBool,
-) -> Result<Summary, RecError> {
+/// A job whose files are read and checked, ready to run: everything that can fail before
+/// the model is needed has (so a bad flag or file fails before a long model load).
+#[derive(Debug)]
+pub struct Prepared {
+    queue: Queue,
+    output: OutputFile,
+    summary: Summary,
+}
+
+impl Prepared {
+    /// Records this run will generate.
+    pub fn remaining(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// The counts so far (malformed lines, records already done, other shards).
+    pub fn summary(&self) -> &Summary {
+        &self.summary
+    }
+}
+
+/// Reads the input (logging each malformed line with its number), opens the output (see
+/// [`OutputFile::open`]) and picks this run's records: its shard's, less those done.
+pub fn prepare(input: &Path, output: &Path, opts: &JobOptions) -> Result<Prepared, RecError> {
     if matches!(opts.acceptance, Acceptance::Forced(_)) {
         return Err(RecError::Invalid(
             "the knowledge job verifies strictly or relaxed, never forced".into(),
         ));
     }
-    let start = Instant::now();
     let mut summary = Summary::default();
     let parsed = read_input(input, &opts.acceptance)?;
     for m in &parsed.malformed {
         tracing::error!("{}: {m}", input.display());
     }
     summary.malformed = parsed.malformed.len();
-    let (mut out_file, done) = OutputFile::open(output, opts.resume)?;
+    let (output, done) = OutputFile::open(output, opts.resume)?;
     let mut tasks = Vec::new();
     for t in parsed.tasks {
         if opts.shard.is_some_and(|s| !s.contains(&t.record.id)) {
@@ -154,8 +164,44 @@ pub fn run(
             tasks.push(t);
         }
     }
-    let mut queue = Queue::new(tasks, opts.warmup);
+    let queue = Queue::new(tasks, opts.warmup);
     summary.total = queue.len();
+    Ok(Prepared {
+        queue,
+        output,
+        summary,
+    })
+}
+
+/// [`prepare`] then [`execute`].
+pub fn run(
+    engine: Engine<'_>,
+    template: &ChatTemplate,
+    input: &Path,
+    output: &Path,
+    opts: &JobOptions,
+    stop: &AtomicBool,
+) -> Result<Summary, RecError> {
+    execute(prepare(input, output, opts)?, engine, template, opts, stop)
+}
+
+/// Runs a prepared job on `engine` (its pools are the ones records draft from and feed)
+/// and returns what it did. `template` wraps each prompt; `stop` (set by a signal
+/// handler) ends admission. Per-record problems are counted in the summary and logged;
+/// an error is returned only for what stops the whole job (a failed write).
+pub fn execute(
+    job: Prepared,
+    engine: Engine<'_>,
+    template: &ChatTemplate,
+    opts: &JobOptions,
+    stop: &AtomicBool,
+) -> Result<Summary, RecError> {
+    let start = Instant::now();
+    let Prepared {
+        mut queue,
+        output: mut out_file,
+        mut summary,
+    } = job;
     let mut sched: Scheduler<'_, Slot> = Scheduler::new(engine, opts.concurrency);
     if let Some(every) = opts.save_every {
         sched = sched.saving_every(every);
