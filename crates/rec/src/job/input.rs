@@ -69,7 +69,9 @@ pub fn acceptance(r: &KnowledgeRecord, default: &Acceptance) -> Result<Acceptanc
 }
 
 fn task(line: usize, text: &str, default: &Acceptance) -> Result<Task, String> {
-    let record: KnowledgeRecord = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    // The line number is the caller's; serde's position within the line is the column.
+    let record: KnowledgeRecord = serde_json::from_str(text)
+        .map_err(|e| e.to_string().replace(" at line 1 column ", " at column "))?;
     if record.id.trim().is_empty() {
         return Err("the id is empty".into());
     }
@@ -154,6 +156,7 @@ mod tests {
             assert!(m.message.contains(what), "line {line}: {}", m.message);
         };
         says(3, "colour");
+        says(2, "at column");
         says(5, "empty");
         says(7, "duplicate id `user-1`");
         says(8, "group");
