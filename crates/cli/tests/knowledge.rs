@@ -190,11 +190,9 @@ fn ctrl_c_finishes_the_records_in_flight_saves_the_pools_and_exits_zero() {
         &["--concurrency", "2", "--pools", pools_arg],
     ));
     wait_for_a_line(&mut child, &out);
-    let kill = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(kill.success());
+    let pid = libc::pid_t::try_from(child.id()).unwrap();
+    // SAFETY: kill(2) on our own child, which has not been waited for yet.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
     let o = child.wait_with_output().unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stderr(&o).contains("not started"), "{}", stderr(&o));
@@ -219,13 +217,15 @@ fn ctrl_c_finishes_the_records_in_flight_saves_the_pools_and_exits_zero() {
 }
 
 #[test]
-fn a_malformed_line_is_reported_by_number_and_the_other_records_are_written() {
+fn malformed_lines_and_refused_records_are_reported_and_the_others_are_written() {
     let dir = temp_dir("malformed");
     let input = write_records(
         &dir,
         &[
             "{\"id\": \"broken\"",
             r#"{"id":"x","kind":"user","group":"bad/name","role":"target","prompt":"p"}"#,
+            // Past the model's context: the engine refuses it.
+            r#"{"id":"huge","kind":"user","group":"g-a","role":"target","prompt":"p","max_tokens":1000000}"#,
         ],
     );
     let out = dir.join("out.jsonl");
@@ -239,6 +239,8 @@ fn a_malformed_line_is_reported_by_number_and_the_other_records_are_written() {
     assert!(err.contains("line 7"), "{err}");
     assert!(err.contains("line 8"), "{err}");
     assert!(err.contains("2 malformed"), "{err}");
+    assert!(err.contains("record huge (line 9)"), "{err}");
+    assert!(err.contains("1 failed"), "{err}");
     let got = lines(&out);
     let targets = RECORDS.iter().filter(|r| r.3 == "target").count();
     assert_eq!(got.len(), targets, "{got:?}");
