@@ -123,13 +123,14 @@ impl Progress {
         let finished = s.done + s.failed;
         match &self.bar {
             Some(bar) => {
-                bar.set_position(finished as u64);
+                // The message first: setting the position may draw.
                 bar.set_message(format!(
                     "{:.1} tok/s  MAL {:.2}  {} failed",
                     self.rate(),
                     s.mean_accepted_length(),
                     s.failed
                 ));
+                bar.set_position(finished as u64);
             }
             None if self.last_line.elapsed() >= self.every => {
                 self.last_line = Instant::now();
@@ -150,6 +151,14 @@ impl Progress {
                 );
             }
             None => {}
+        }
+    }
+
+    /// A message on stderr, above the bar if there is one.
+    pub fn println(&self, msg: &str) {
+        match &self.bar {
+            Some(bar) => bar.println(msg),
+            None => eprintln!("{msg}"),
         }
     }
 

@@ -216,12 +216,12 @@ pub fn execute(
         if stop.load(Ordering::Relaxed) && !queue.is_empty() {
             summary.interrupted = true;
             summary.not_started = queue.abandon();
-            eprintln!(
+            progress.println(&format!(
                 "stopping: finishing {} records in flight, {} not started (run again with \
                  --resume for them)",
                 sched.running(),
                 summary.not_started
-            );
+            ));
         }
         while sched.has_room() {
             let Some(task) = queue.next(warmups_running) else {
@@ -274,12 +274,9 @@ pub fn execute(
     };
     progress.finish();
     // Saved even when a write failed: what the pools learned is still good.
-    for (path, r) in sched.engine_mut().save_drafting_state() {
-        if r.is_err() {
-            tracing::error!("pool {} was not saved", path.display());
-            summary.save_failures += 1;
-        }
-    }
+    // (The engine logs each failure with its file and cause.)
+    let saved = sched.engine_mut().save_drafting_state();
+    summary.save_failures = saved.iter().filter(|(_, r)| r.is_err()).count();
     summary.elapsed = start.elapsed();
     result.map(|()| summary)
 }
