@@ -1,0 +1,282 @@
+//! The job's loop: records decode together through the engine's scheduler, admitted while
+//! there is room and refilled as each finishes; each finished record is written (and on
+//! disk) before it counts as done. A stop request ends admission; the records in flight
+//! finish and are written, and the pools are saved.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use specdec_engine::{
+    Acceptance, ChatMessage, ChatTemplate, DraftMethod, Engine, EngineError, GenerateOutput,
+    GenerateRequest, Outcome, Scheduler, Speculation,
+};
+
+use super::input::{read_input, Task};
+use super::output::OutputFile;
+use super::progress::{Progress, Summary};
+use super::queue::{Queue, Warmup};
+use super::shard::Shard;
+use crate::records::{KnowledgeOutput, Role, VerifyMode};
+use crate::RecError;
+
+/// How a job runs.
+#[derive(Clone, Debug)]
+pub struct JobOptions {
+    pub method: DraftMethod,
+    /// Most draft nodes per step.
+    pub budget: usize,
+    /// For records without their own `max_tokens`.
+    pub max_tokens: usize,
+    /// Records generated together.
+    pub concurrency: usize,
+    /// For records without their own `verify`: strict or relaxed.
+    pub acceptance: Acceptance,
+    pub warmup: Warmup,
+    pub shard: Option<Shard>,
+    /// Skip the records the output already has (see [`OutputFile::open`]).
+    pub resume: bool,
+    /// Saves what the pools learned at most this often while records finish (they are
+    /// saved at the end in any case).
+    pub save_every: Option<Duration>,
+    /// How often a progress line is printed when stderr is not a terminal.
+    pub progress_every: Duration,
+}
+
+impl Default for JobOptions {
+    fn default() -> Self {
+        JobOptions {
+            method: DraftMethod::Auto,
+            budget: 32,
+            max_tokens: 256,
+            concurrency: 8,
+            acceptance: Acceptance::Strict,
+            warmup: Warmup::First,
+            shard: None,
+            resume: false,
+            save_every: Some(Duration::from_secs(60)),
+            progress_every: Duration::from_secs(10),
+        }
+    }
+}
+
+/// A record in flight.
+struct Slot {
+    task: Task,
+}
+
+impl specdec_engine::Job for Slot {}
+
+/// The record's greedy request: its prompt in the chat template, drafting from its
+/// group's pool.
+fn request(
+    engine: &Engine<'_>,
+    template: &ChatTemplate,
+    task: &Task,
+    opts: &JobOptions,
+) -> Result<GenerateRequest, EngineError> {
+    let message = ChatMessage::new("user", task.record.prompt.as_str());
+    let prompt = engine.tokenizer().encode_chat(template, &[message], true)?;
+    let max_tokens = task.record.max_tokens.unwrap_or(opts.max_tokens);
+    Ok(GenerateRequest {
+        speculation: Speculation {
+            method: opts.method,
+            max_draft: opts.budget,
+            pool: Some(task.pool.clone()),
+            acceptance: task.acceptance.clone(),
+            ..Speculation::default()
+        },
+        ..GenerateRequest::new(prompt, max_tokens)
+    })
+}
+
+/// The output line of `task`'s generation `out`.
+fn output_line(task: &Task, out: &GenerateOutput) -> KnowledgeOutput {
+    let r = &task.record;
+    let (verify, top_k, tau) = match &task.acceptance {
+        Acceptance::Relaxed(x) => (VerifyMode::Relaxed, Some(x.top_k()), Some(x.tau())),
+        _ => (VerifyMode::Strict, None, None),
+    };
+    KnowledgeOutput {
+        id: r.id.clone(),
+        kind: r.kind,
+        group: r.group.clone(),
+        role: r.role,
+        user_id: r.user_id,
+        item_id: r.item_id,
+        text: out.text.clone(),
+        token_ids: out.token_ids.clone(),
+        finish_reason: out.finish_reason.as_str().into(),
+        verify,
+        top_k,
+        tau,
+        relaxed_tokens: out.spec.relaxed_tokens,
+        completion_tokens: out.completion_tokens,
+        forward_passes: out.forward_passes,
+        mean_accepted_length: out.spec.mean_accepted_length(out.completion_tokens),
+        elapsed_ms: out.elapsed.as_secs_f64() * 1e3,
+    }
+}
+
+/// A job whose files are read and checked, ready to run: everything that can fail before
+/// the model is needed has (so a bad flag or file fails before a long model load).
+#[derive(Debug)]
+pub struct Prepared {
+    queue: Queue,
+    output: OutputFile,
+    summary: Summary,
+}
+
+impl Prepared {
+    /// Records this run will generate.
+    pub fn remaining(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// The counts so far (malformed lines, records already done, other shards).
+    pub fn summary(&self) -> &Summary {
+        &self.summary
+    }
+}
+
+/// Reads the input (logging each malformed line with its number), opens the output (see
+/// [`OutputFile::open`]) and picks this run's records: its shard's, less those done.
+pub fn prepare(input: &Path, output: &Path, opts: &JobOptions) -> Result<Prepared, RecError> {
+    if matches!(opts.acceptance, Acceptance::Forced(_)) {
+        return Err(RecError::Invalid(
+            "the knowledge job verifies strictly or relaxed, never forced".into(),
+        ));
+    }
+    let mut summary = Summary::default();
+    let parsed = read_input(input, &opts.acceptance)?;
+    for m in &parsed.malformed {
+        tracing::error!("{}: {m}", input.display());
+    }
+    summary.malformed = parsed.malformed.len();
+    let (output, done) = OutputFile::open(output, opts.resume)?;
+    let mut tasks = Vec::new();
+    for t in parsed.tasks {
+        if opts.shard.is_some_and(|s| !s.contains(&t.record.id)) {
+            summary.other_shards += 1;
+        } else if done.contains(&t.record.id) {
+            summary.already_done += 1;
+        } else {
+            tasks.push(t);
+        }
+    }
+    let queue = Queue::new(tasks, opts.warmup);
+    summary.total = queue.len();
+    Ok(Prepared {
+        queue,
+        output,
+        summary,
+    })
+}
+
+/// [`prepare`] then [`execute`].
+pub fn run(
+    engine: Engine<'_>,
+    template: &ChatTemplate,
+    input: &Path,
+    output: &Path,
+    opts: &JobOptions,
+    stop: &AtomicBool,
+) -> Result<Summary, RecError> {
+    execute(prepare(input, output, opts)?, engine, template, opts, stop)
+}
+
+/// Runs a prepared job on `engine` (its pools are the ones records draft from and feed)
+/// and returns what it did. `template` wraps each prompt; `stop` (set by a signal
+/// handler) ends admission. Per-record problems are counted in the summary and logged;
+/// an error is returned only for what stops the whole job (a failed write).
+pub fn execute(
+    job: Prepared,
+    engine: Engine<'_>,
+    template: &ChatTemplate,
+    opts: &JobOptions,
+    stop: &AtomicBool,
+) -> Result<Summary, RecError> {
+    let start = Instant::now();
+    let Prepared {
+        mut queue,
+        output: mut out_file,
+        mut summary,
+    } = job;
+    let mut sched: Scheduler<'_, Slot> = Scheduler::new(engine, opts.concurrency);
+    if let Some(every) = opts.save_every {
+        sched = sched.saving_every(every);
+    }
+    let mut progress = Progress::for_stderr(summary.total, opts.progress_every);
+    let mut warmups_running = 0usize;
+    let fail = |summary: &mut Summary, task: &Task, e: &dyn std::fmt::Display| {
+        tracing::error!("record {} (line {}): {e}", task.record.id, task.line);
+        summary.failed += 1;
+    };
+    let result = loop {
+        if stop.load(Ordering::Relaxed) && !queue.is_empty() {
+            summary.interrupted = true;
+            summary.not_started = queue.abandon();
+            progress.println(&format!(
+                "stopping: finishing {} records in flight, {} not started (run again with \
+                 --resume for them)",
+                sched.running(),
+                summary.not_started
+            ));
+        }
+        while sched.has_room() {
+            let Some(task) = queue.next(warmups_running) else {
+                break;
+            };
+            let req = match request(sched.engine(), template, &task, opts) {
+                Ok(r) => r,
+                Err(e) => {
+                    fail(&mut summary, &task, &e);
+                    continue;
+                }
+            };
+            let warmup = task.record.role == Role::Warmup;
+            match sched.admit(req, Box::new(|_: &str| true), Slot { task }, None) {
+                Ok(()) => warmups_running += usize::from(warmup),
+                Err((slot, e)) => fail(&mut summary, &slot.task, &e),
+            }
+        }
+        // Idle after admitting means nothing is left: with no warm-up running the queue
+        // hands out whatever it still has.
+        if sched.is_idle() {
+            break Ok(());
+        }
+        let finished = sched.step(&mut |_, p| progress.tokens(p.new_tokens));
+        let mut write_error = None;
+        for f in finished {
+            let task = f.job.task;
+            if task.record.role == Role::Warmup {
+                warmups_running -= 1;
+            }
+            match f.outcome {
+                Outcome::Done(out) => {
+                    if let Err(e) = out_file.append(&output_line(&task, &out)) {
+                        write_error.get_or_insert(e);
+                        continue;
+                    }
+                    summary.done += 1;
+                    summary.completion_tokens += out.completion_tokens;
+                    summary.decode_steps += out.spec.steps;
+                    summary.relaxed_tokens += out.spec.relaxed_tokens;
+                }
+                Outcome::Expired(_) => fail(&mut summary, &task, &"ran past a deadline"),
+                Outcome::Failed(e) => fail(&mut summary, &task, &e),
+            }
+        }
+        progress.update(&summary);
+        if let Some(e) = write_error {
+            break Err(e);
+        }
+    };
+    progress.finish();
+    // Saved even when a write failed: what the pools learned is still good.
+    // (The engine logs each failure with its file and cause.)
+    let saved = sched.engine_mut().save_drafting_state();
+    summary.save_failures = saved.iter().filter(|(_, r)| r.is_err()).count();
+    summary.elapsed = start.elapsed();
+    result.map(|()| summary)
+}
