@@ -106,8 +106,8 @@ pub(crate) fn verify_relaxed<'l>(
 fn top_k(scores: &[f32], k: usize) -> Vec<(u32, f32)> {
     let mut top: Vec<(u32, f32)> = Vec::with_capacity(k + 1);
     for (i, &s) in scores.iter().enumerate() {
-        // Nearly every score fails this one comparison.
-        if top.len() == k && !(s > top[k - 1].1) {
+        // Nearly every score fails this one comparison (a NaN too).
+        if top.len() == k && s.partial_cmp(&top[k - 1].1) != Some(std::cmp::Ordering::Greater) {
             continue;
         }
         // After every kept score >= s: an equal score seen earlier has the lower id.
