@@ -129,7 +129,6 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
             references: args.drafting.reference_tokens(&loaded.tokenizer)?,
             pool: args.drafting.pool.clone(),
             acceptance,
-            ..Speculation::default()
         },
         ..GenerateRequest::new(tokens, args.max_tokens)
     };
