@@ -11,6 +11,7 @@ use specdec_runtime::{Node, SeqInput, Want};
 use crate::common::{self, Loaded, ModelArgs};
 use crate::draft_args::DraftArgs;
 use crate::generate::SamplingArgs;
+use crate::verify_args::{VerifyArgs, VerifyRule};
 use specdec_engine::DraftMethod;
 
 #[derive(Args, Debug)]
@@ -48,6 +49,8 @@ pub struct BenchArgs {
     #[command(flatten)]
     drafting: DraftArgs,
     #[command(flatten)]
+    verify: VerifyArgs,
+    #[command(flatten)]
     model: ModelArgs,
 }
 
@@ -80,13 +83,22 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             let path = args
                 .workload
                 .context("give --workload FILE.jsonl or a subcommand (verify-cost)")?;
+            // The forced rule decides acceptance itself; it has no relaxed variant.
+            anyhow::ensure!(
+                args.forced.is_none() || args.verify.rule == VerifyRule::Strict,
+                "--forced and --verify relaxed cannot be combined: a forced output accepts \
+                 drafts against the given text, not the target's top-k"
+            );
+            let sampling = args.sampling.params();
+            let acceptance = args.verify.acceptance(&sampling)?;
             crate::workload::run(&crate::workload::Options {
                 model: args.model,
                 path,
                 methods: args.draft,
                 warm: args.warm,
                 json: args.json,
-                sampling: args.sampling.params(),
+                sampling,
+                acceptance,
                 drafting: args.drafting,
                 concurrency: args.concurrency as usize,
                 forced: args.forced,

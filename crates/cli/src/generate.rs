@@ -10,6 +10,7 @@ use specdec_engine::{DraftMethod, Engine, GenerateRequest, SamplingParams, Specu
 
 use crate::common::{self, ModelArgs};
 use crate::draft_args::{save_pools, DraftArgs, SpecReport};
+use crate::verify_args::VerifyArgs;
 
 #[derive(Args, Debug)]
 pub struct GenerateArgs {
@@ -41,6 +42,8 @@ pub struct GenerateArgs {
     pub draft: DraftMethod,
     #[command(flatten)]
     pub drafting: DraftArgs,
+    #[command(flatten)]
+    pub verify: VerifyArgs,
     #[command(flatten)]
     pub model: ModelArgs,
     /// Print one JSON object with the text and statistics instead of streaming.
@@ -96,6 +99,10 @@ struct Report {
     /// Whether a relaxed acceptance rule verified the drafts (else the output is plain
     /// decoding's).
     relaxed: bool,
+    /// The rule that verified the drafts: `strict` or `relaxed`.
+    verify: &'static str,
+    /// Accepted tokens that were not the target's own choice (0 under strict).
+    relaxed_tokens: usize,
     #[serde(flatten)]
     spec: SpecReport,
 }
@@ -107,17 +114,21 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
             .with_context(|| format!("reading prompt file {}", f.display()))?,
         (None, None) => anyhow::bail!("give --prompt or --prompt-file"),
     };
+    let sampling = args.sampling.params();
+    // Before the model loads: a bad rule is the command line's problem.
+    let acceptance = args.verify.acceptance(&sampling)?;
+    let verify = acceptance.name();
     let loaded = common::load(&args.model)?;
     let tokens = loaded.prompt_tokens(&prompt, args.chat, args.system.as_deref())?;
     let req = GenerateRequest {
-        sampling: args.sampling.params(),
+        sampling,
         stop: args.stop.clone(),
         speculation: Speculation {
             method: args.draft,
             max_draft: args.drafting.budget,
             references: args.drafting.reference_tokens(&loaded.tokenizer)?,
             pool: args.drafting.pool.clone(),
-            ..Speculation::default()
+            acceptance,
         },
         ..GenerateRequest::new(tokens, args.max_tokens)
     };
@@ -156,6 +167,8 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
             },
             draft_method: args.draft.name(),
             relaxed: out.relaxed,
+            verify,
+            relaxed_tokens: out.spec.relaxed_tokens,
             spec: SpecReport::new(&out.spec, out.completion_tokens),
         };
         println!("{}", serde_json::to_string(&report)?);

@@ -9,6 +9,7 @@ mod model_cmd;
 mod oracle;
 mod rec;
 mod serve;
+mod verify_args;
 mod workload;
 
 use clap::{Parser, Subcommand};

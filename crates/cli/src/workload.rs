@@ -24,6 +24,8 @@ pub struct Options {
     pub warm: Option<PathBuf>,
     pub json: bool,
     pub sampling: SamplingParams,
+    /// The rule every method's drafts are verified by (`--forced` replaces it).
+    pub acceptance: Acceptance,
     pub drafting: DraftArgs,
     /// Records generated together through the engine's scheduler.
     pub concurrency: usize,
@@ -91,6 +93,8 @@ struct RecordRow {
     mean_accepted_length: f64,
     drafted_tokens: usize,
     accepted_tokens: usize,
+    /// Accepted tokens that were not the target's own choice (0 under strict).
+    relaxed_tokens: usize,
     /// Time spent drafting (included in the decode time).
     draft_ms: f64,
     identical_to_plain: bool,
@@ -109,6 +113,8 @@ struct SummaryRow {
     tokens_per_second: f64,
     speedup_vs_none: f64,
     mean_accepted_length: f64,
+    /// Accepted tokens that were not the target's own choice (0 under strict).
+    relaxed_tokens: usize,
     identical_records: usize,
     /// The per-record floor: the lowest per-record speedup vs `none`, and how many records
     /// fall below 0.95x (a method may win on average and still lose on some records).
@@ -140,7 +146,7 @@ fn request(
         .iter()
         .map(|t| loaded.tokenizer.encode(t, false))
         .collect::<Result<_, _>>()?;
-    let (mut acceptance, mut max_tokens) = (Acceptance::Strict, r.max_tokens);
+    let (mut acceptance, mut max_tokens) = (opts.acceptance.clone(), r.max_tokens);
     if let Some(field) = forced {
         let text = field.text(r).with_context(|| {
             format!(
@@ -457,6 +463,7 @@ pub fn run(opts: &Options) -> anyhow::Result<()> {
                 "concurrency": concurrency,
                 "repeats": repeats,
                 "forced": opts.forced.map(ForcedField::name),
+                "verify": opts.acceptance.name(),
                 "history_index": history,
                 "copy_oracle_mean_accepted_length": oracle_mal })
         );
@@ -471,10 +478,19 @@ pub fn run(opts: &Options) -> anyhow::Result<()> {
         if !by_class.is_empty() {
             println!("all records:");
         }
-        print_table(&summary);
+        let relaxed = matches!(opts.acceptance, Acceptance::Relaxed(_));
+        if let Acceptance::Relaxed(rule) = &opts.acceptance {
+            println!(
+                "verify: relaxed (top-{}, tau {}); outputs may differ from plain decoding, \
+                 `relaxed` counts tokens accepted only because of the relaxation",
+                rule.top_k(),
+                rule.tau()
+            );
+        }
+        print_table(&summary, relaxed);
         for (class, s) in &by_class {
             println!("\nclass {class}:");
-            print_table(s);
+            print_table(s, relaxed);
         }
         println!(
             "(speedup: decode tok/s over none's; floor: the lowest per-record speedup, \
@@ -537,6 +553,9 @@ fn progress(r: &Record, m: &DraftMethod, row: &RecordRow, reps: &[GenerateOutput
             mal = format!(" ({lo:.2}-{hi:.2})");
         }
     }
+    if row.relaxed_tokens > 0 {
+        mal.push_str(&format!("  {} relaxed", row.relaxed_tokens));
+    }
     format!(
         "{:<24} {:<10} {:>4} tok {:>7.1} tok/s{tps}  MAL {:.2}{mal}{}{}",
         r.id,
@@ -586,6 +605,7 @@ fn record_row(
         mean_accepted_length: out.spec.mean_accepted_length(out.completion_tokens),
         drafted_tokens: out.spec.drafted_tokens,
         accepted_tokens: out.spec.accepted_tokens,
+        relaxed_tokens: out.spec.relaxed_tokens,
         draft_ms: out.spec.draft_time.as_secs_f64() * 1e3,
         identical_to_plain: first_divergence.is_none(),
         first_divergence,
@@ -626,6 +646,7 @@ fn summarize(methods: &[DraftMethod], rows: &[&Row], wall: Option<&[f64]>) -> Ve
             tokens_per_second: tps,
             speedup_vs_none: out.first().map_or(1.0, |none| tps / none.tokens_per_second),
             mean_accepted_length: spec.mean_accepted_length(tokens),
+            relaxed_tokens: spec.relaxed_tokens,
             identical_records: mine.iter().filter(|r| r.identical_to_plain).count(),
             min_record_speedup: mine
                 .iter()
@@ -679,10 +700,11 @@ fn history_sizes(pools: &mut Pools, methods: &[DraftMethod]) -> anyhow::Result<V
     Ok(out)
 }
 
-fn print_table(summary: &[SummaryRow]) {
+/// The summary table; with `relaxed`, a column of relaxed tokens.
+fn print_table(summary: &[SummaryRow], relaxed: bool) {
     let forced = summary.iter().any(|s| s.forced);
     println!(
-        "{:<10} {:>7} {:>8} {:>10} {:>8} {:>8} {:>6} {:>10} {:>6} {:>6} {:>7} {:>7} {:>7} {:>10}{}",
+        "{:<10} {:>7} {:>8} {:>10} {:>8} {:>8} {:>6} {:>10} {:>6} {:>6} {:>7} {:>7} {:>7} {:>10}{}{}",
         "method",
         "records",
         "tokens",
@@ -697,6 +719,7 @@ fn print_table(summary: &[SummaryRow]) {
         "mfloor",
         "m<0.95x",
         "aggr tok/s",
+        if relaxed { "  relaxed" } else { "" },
         if forced { "  output" } else { "" }
     );
     for s in summary {
@@ -704,7 +727,7 @@ fn print_table(summary: &[SummaryRow]) {
             .aggregate_tokens_per_second
             .map_or("-".to_string(), |a| format!("{a:.1}"));
         println!(
-            "{:<10} {:>7} {:>8} {:>10.0} {:>8.1} {:>7.2}x {:>6.2} {:>10} {:>5.2}x {:>6} {:>6.2}x {:>6.2}x {:>7} {:>10}{}",
+            "{:<10} {:>7} {:>8} {:>10.0} {:>8.1} {:>7.2}x {:>6.2} {:>10} {:>5.2}x {:>6} {:>6.2}x {:>6.2}x {:>7} {:>10}{}{}",
             s.method,
             s.records,
             s.completion_tokens,
@@ -719,6 +742,11 @@ fn print_table(summary: &[SummaryRow]) {
             s.min_record_modeled_speedup,
             s.records_below_0_95_modeled,
             aggr,
+            if relaxed {
+                format!(" {:>8}", s.relaxed_tokens)
+            } else {
+                String::new()
+            },
             if s.forced { "  forced" } else { "" }
         );
     }

@@ -291,3 +291,100 @@ fn bench_repeats_and_classes_report_medians_floors_and_class_tables() {
     assert!(trie["min_record_speedup"].as_f64().unwrap() > 0.0);
     assert!(trie["records_below_0_95"].as_u64().unwrap() <= 2);
 }
+
+#[test]
+fn generate_reports_its_verification_rule_and_relaxed_tokens() {
+    let prompt = "Repeat this list twice: red, green, blue, yellow, purple, orange.";
+    let args = [
+        "generate",
+        "--chat",
+        "--prompt",
+        prompt,
+        "--max-tokens",
+        "24",
+        "--json",
+    ];
+    let o = specdec(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        (&v["verify"], &v["relaxed"]),
+        (&"strict".into(), &false.into())
+    );
+    assert_eq!(v["relaxed_tokens"], 0);
+
+    let o = specdec(&[&args[..], &["--verify", "relaxed", "--verify-top-k", "3"]].concat());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        (&v["verify"], &v["relaxed"]),
+        (&"relaxed".into(), &true.into())
+    );
+    assert!(v["relaxed_tokens"].as_u64().unwrap() <= v["accepted_tokens"].as_u64().unwrap());
+}
+
+#[test]
+fn relaxed_verification_refuses_sampling_bad_values_and_forced_output() {
+    let gen = ["generate", "--prompt", "Hi", "--verify", "relaxed"];
+    assert_clean_error(
+        &specdec(&[&gen[..], &["--temperature", "0.7"]].concat()),
+        "greedy only",
+    );
+    assert_clean_error(
+        &specdec(&[&gen[..], &["--verify-tau", "1"]].concat()),
+        "tau must be in [0, 1)",
+    );
+    assert_clean_error(
+        &specdec(&[&gen[..], &["--verify-top-k", "0"]].concat()),
+        "top_k must be in 1..=64",
+    );
+    let wl = temp_file(
+        "relaxed-forced.jsonl",
+        br#"{"id":"a","prompt":"Hi.","max_tokens":4,"chat":true,"answer":"Hello."}"#,
+    );
+    let o = specdec(&[
+        "bench",
+        "--workload",
+        wl.to_str().unwrap(),
+        "--forced",
+        "answer",
+        "--verify",
+        "relaxed",
+    ]);
+    assert_clean_error(&o, "cannot be combined");
+}
+
+#[test]
+fn bench_relaxed_reports_the_rule_and_relaxed_tokens() {
+    let wl = temp_file(
+        "relaxed.jsonl",
+        br#"{"id":"r1","prompt":"Repeat twice: one two three four five six seven.","max_tokens":24,"chat":true}"#,
+    );
+    let args = [
+        "bench",
+        "--workload",
+        wl.to_str().unwrap(),
+        "--draft",
+        "none,prompt",
+        "--verify",
+        "relaxed",
+    ];
+    let o = specdec(&[&args[..], &["--json"]].concat());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["verify"], "relaxed");
+    let none = &v["summary"][0];
+    assert_eq!(
+        (&none["method"], &none["relaxed_tokens"]),
+        (&"none".into(), &0.into())
+    );
+    assert!(v["records"][1]["relaxed_tokens"].is_u64(), "{v}");
+    let o = specdec(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let table = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        table.contains("verify: relaxed (top-2, tau 0.1)"),
+        "{table}"
+    );
+    assert!(table.lines().any(|l| l.ends_with("relaxed")), "{table}");
+}

@@ -125,6 +125,10 @@ impl<'m> Engine<'m> {
         req.sampling
             .validate()
             .map_err(EngineError::InvalidRequest)?;
+        req.speculation
+            .acceptance
+            .check_sampling(&req.sampling)
+            .map_err(EngineError::InvalidRequest)?;
         if let Acceptance::Forced(expected) = &req.speculation.acceptance {
             if !expected.starts_with(&req.prompt) {
                 return Err(EngineError::InvalidRequest(

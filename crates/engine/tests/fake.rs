@@ -429,3 +429,28 @@ fn a_forced_generation_emits_exactly_the_forced_tokens_with_any_drafter() {
     other.speculation.acceptance = forced;
     assert!(engine.generate(&other, &mut |_| true).is_err());
 }
+
+/// Relaxed verification is greedy only: a sampled request is refused before any work,
+/// with a message that says so; a greedy one runs and says which rule produced it.
+#[test]
+fn a_relaxed_request_must_be_greedy() {
+    let t = target();
+    let mut engine = Engine::new(&t, tokenizer()).with_cost_model(CostModel::frozen());
+    let prompt: Vec<u32> = (0..20).map(|i| 3 + (i * 7 % 50) as u32).collect();
+    let sampled = SamplingParams {
+        temperature: 0.8,
+        ..SamplingParams::default()
+    };
+    let mut req = request(&prompt, &[], &sampled, 20).speculate(DraftMethod::Auto);
+    req.speculation.acceptance = Acceptance::Relaxed(specdec_engine::Relaxed::DEFAULT);
+    match engine.generate(&req, &mut |_| true) {
+        Err(specdec_engine::EngineError::InvalidRequest(m)) => {
+            assert!(m.contains("greedy"), "{m}")
+        }
+        other => panic!("expected an invalid request, got {other:?}"),
+    }
+    req.sampling = SamplingParams::default();
+    let out = engine.generate(&req, &mut |_| true).unwrap();
+    assert!(out.relaxed && !out.forced);
+    assert!(out.spec.relaxed_tokens <= out.spec.accepted_tokens);
+}

@@ -79,6 +79,12 @@ pub struct Speculation {
     pub references: Option<Vec<String>>,
     /// A named drafting pool (one per user group, tenant or task).
     pub pool: Option<String>,
+    /// The verification rule: `strict` (the default) or `relaxed` (LASER's, greedy only).
+    pub verify: Option<String>,
+    /// With `verify: "relaxed"`: how many of the target's likeliest tokens a draft may be.
+    pub top_k: Option<i64>,
+    /// With `verify: "relaxed"`: the probability a draft other than the argmax must exceed.
+    pub tau: Option<f64>,
 }
 
 /// A request body of either endpoint. One type for both, because serde cannot combine
@@ -160,6 +166,10 @@ pub struct SpeculationReport {
     /// Whether a relaxed acceptance rule verified the drafts; `false` means strict
     /// verification, so the output is what plain decoding gives.
     pub relaxed: bool,
+    /// The rule that verified the drafts: `strict` or `relaxed`.
+    pub verify: &'static str,
+    /// Accepted tokens that were not the target's own choice (0 under strict).
+    pub relaxed_tokens: usize,
     pub drafted_tokens: usize,
     pub accepted_tokens: usize,
     pub mean_accepted_length: f64,

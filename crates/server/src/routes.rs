@@ -154,6 +154,8 @@ struct Meta {
     method: DraftMethod,
     /// Whether a relaxed acceptance rule verifies this request's drafts.
     relaxed: bool,
+    /// The rule's name (`strict`, `relaxed`).
+    verify: &'static str,
     include_usage: bool,
     prediction: Option<Vec<u32>>,
 }
@@ -241,6 +243,7 @@ fn enqueue(
         endpoint,
         method: gen.speculation.method,
         relaxed: gen.speculation.acceptance.is_relaxed(),
+        verify: gen.speculation.acceptance.name(),
         include_usage,
         prediction,
     };
@@ -295,6 +298,8 @@ fn report(meta: &Meta, out: &GenerateOutput) -> SpeculationReport {
     SpeculationReport {
         method: meta.method.name(),
         relaxed: meta.relaxed,
+        verify: meta.verify,
+        relaxed_tokens: out.spec.relaxed_tokens,
         drafted_tokens: out.spec.drafted_tokens,
         accepted_tokens: out.spec.accepted_tokens,
         mean_accepted_length: out.spec.mean_accepted_length(out.completion_tokens),

@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use specdec_engine::{
-    CacheScope, ChatMessage, ChatTemplate, DraftMethod, GenerateRequest, ModelMeta, PoolName,
-    SamplingParams, Speculation, Tenant, Tokenizer,
+    Acceptance, CacheScope, ChatMessage, ChatTemplate, DraftMethod, GenerateRequest, ModelMeta,
+    PoolName, Relaxed, SamplingParams, Speculation, Tenant, Tokenizer,
 };
 
 use crate::api::{Content, OneOrMany, PromptInput, RequestBody};
@@ -537,6 +537,63 @@ fn reference_sizes(
     Ok(())
 }
 
+/// `speculation.verify` with its `top_k` and `tau` as the request's rule. Relaxed
+/// verification is greedy only, so it needs `temperature: 0` (OpenAI's default is 1).
+fn acceptance(
+    spec: &crate::api::Speculation,
+    sampling: &SamplingParams,
+) -> Result<Acceptance, ApiError> {
+    match spec.verify.as_deref() {
+        None | Some("strict") => {
+            if spec.top_k.is_some() || spec.tau.is_some() {
+                return Err(bad(
+                    "speculation",
+                    "`speculation.top_k` and `speculation.tau` apply only with `speculation.verify: \"relaxed\"`",
+                ));
+            }
+            return Ok(Acceptance::Strict);
+        }
+        Some("relaxed") => {}
+        Some(other) => {
+            return Err(bad(
+                "speculation",
+                format!(
+                    "`speculation.verify` must be `strict` or `relaxed`, got `{}`",
+                    crate::error::clip(other)
+                ),
+            ))
+        }
+    }
+    let top_k = match spec.top_k {
+        None => Relaxed::DEFAULT.top_k(),
+        Some(k) => usize::try_from(k)
+            .ok()
+            .filter(|k| (1..=Relaxed::MAX_TOP_K).contains(k))
+            .ok_or_else(|| {
+                bad(
+                    "speculation",
+                    format!(
+                        "speculation.top_k must be in 1..={}, got {k}",
+                        Relaxed::MAX_TOP_K
+                    ),
+                )
+            })?,
+    };
+    let tau = spec.tau.map_or(Relaxed::DEFAULT.tau(), |t| t as f32);
+    let rule =
+        Relaxed::new(top_k, tau).map_err(|e| bad("speculation", format!("speculation: {e}")))?;
+    if !sampling.is_greedy() {
+        return Err(bad(
+            "temperature",
+            format!(
+                "`speculation.verify: \"relaxed\"` is greedy only: set `temperature` to 0 (the default is 1), got {}",
+                sampling.temperature
+            ),
+        ));
+    }
+    Ok(Acceptance::Relaxed(rule))
+}
+
 fn validate(
     fe: &Frontend,
     endpoint: Endpoint,
@@ -672,6 +729,7 @@ fn validate(
         .map(PoolName::parse)
         .transpose()
         .map_err(|e| bad("speculation", format!("speculation.pool: {e}")))?;
+    let acceptance = acceptance(&spec, &sampling)?;
     if body.user.as_ref().is_some_and(|u| u.len() > MAX_USER_BYTES) {
         return Err(bad(
             "user",
@@ -690,7 +748,7 @@ fn validate(
                 max_draft,
                 references,
                 pool,
-                ..Speculation::default()
+                acceptance,
             },
             cache_scope: CacheScope::Shared,
         },

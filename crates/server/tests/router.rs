@@ -50,6 +50,8 @@ async fn chat_and_completion_return_text_usage_and_speculation() {
     );
     assert_eq!(v["speculation"]["method"], "auto");
     assert_eq!(v["speculation"]["relaxed"], false);
+    assert_eq!(v["speculation"]["verify"], "strict");
+    assert_eq!(v["speculation"]["relaxed_tokens"], 0);
 
     let body =
         json!({"model": "smol", "prompt": "One, two, three,", "max_tokens": 8, "temperature": 0});
@@ -187,6 +189,36 @@ fn bad_requests() -> Vec<(String, StatusCode, &'static str)> {
             chat_body(json!({"speculation": {"max_draft_tokens": 1000}})),
             StatusCode::BAD_REQUEST,
             "max_draft_tokens",
+        ),
+        (
+            chat_body(json!({"speculation": {"verify": "relaxed"}, "temperature": 0.7})),
+            StatusCode::BAD_REQUEST,
+            "is greedy only: set `temperature` to 0",
+        ),
+        (
+            chat_body(json!({"speculation": {"verify": "loose"}})),
+            StatusCode::BAD_REQUEST,
+            "must be `strict` or `relaxed`",
+        ),
+        (
+            chat_body(json!({"speculation": {"verify": "relaxed", "top_k": 0}})),
+            StatusCode::BAD_REQUEST,
+            "top_k must be in 1..=64, got 0",
+        ),
+        (
+            chat_body(json!({"speculation": {"verify": "relaxed", "tau": 1.5}})),
+            StatusCode::BAD_REQUEST,
+            "tau must be in [0, 1), got 1.5",
+        ),
+        (
+            chat_body(json!({"speculation": {"top_k": 3}})),
+            StatusCode::BAD_REQUEST,
+            "apply only with",
+        ),
+        (
+            chat_body(json!({"speculation": {"verify": "relaxed", "topk": 3}})),
+            StatusCode::BAD_REQUEST,
+            "unknown field `topk`",
         ),
         (
             chat_body(json!({"prediction": {"type": "file", "content": "x"}})),
@@ -779,5 +811,21 @@ async fn health_answers_while_large_bodies_are_tokenized() {
     assert!(
         health < Duration::from_millis(500),
         "/health took {health:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_relaxed_request_says_so_and_counts_its_relaxed_tokens() {
+    let body = chat_body(json!({"speculation": {"verify": "relaxed", "top_k": 3, "tau": 0.05}}));
+    let (s, v) = send_json(app(), post("/v1/chat/completions", &body)).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let spec = &v["speculation"];
+    assert_eq!(
+        (&spec["verify"], &spec["relaxed"]),
+        (&"relaxed".into(), &true.into())
+    );
+    assert!(
+        spec["relaxed_tokens"].as_u64().unwrap() <= spec["accepted_tokens"].as_u64().unwrap(),
+        "{v}"
     );
 }

@@ -102,6 +102,19 @@ impl Acceptance {
         }
     }
 
+    /// Whether this rule can verify a request sampled with `sampling`: the relaxed rule is
+    /// defined for greedy decoding only (a sampled request has no single target choice to
+    /// relax around); the message says what to fix.
+    pub fn check_sampling(&self, sampling: &SamplingParams) -> Result<(), String> {
+        match self {
+            Acceptance::Relaxed(_) if !sampling.is_greedy() => Err(format!(
+                "relaxed verification is greedy only: use temperature 0 (got {})",
+                sampling.temperature
+            )),
+            _ => Ok(()),
+        }
+    }
+
     /// Verifies `tree` under this rule (see [`verify_strict`] for the arguments).
     pub fn verify<'l>(
         &self,
@@ -113,8 +126,10 @@ impl Acceptance {
     ) -> Verdict {
         match self {
             Acceptance::Strict => verify_strict(tree, logits, context, params, rng),
-            // TODO(relaxed): LASER's rule; strict until it is written.
-            Acceptance::Relaxed(_) => verify_strict(tree, logits, context, params, rng),
+            // Greedy only (see `check_sampling`): no number is drawn.
+            Acceptance::Relaxed(rule) => {
+                crate::relaxed::verify_relaxed(tree, logits, context, params, *rule)
+            }
             Acceptance::Forced(expected) => {
                 verify_forced(tree, expected, logits, context, params, rng)
             }

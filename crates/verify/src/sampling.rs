@@ -73,7 +73,7 @@ pub fn argmax(logits: &[f32]) -> u32 {
 }
 
 /// The penalised logits (a copy only when a penalty applies).
-fn penalised<'a>(
+pub(crate) fn penalised<'a>(
     logits: &'a [f32],
     recent: &[u32],
     p: &SamplingParams,
