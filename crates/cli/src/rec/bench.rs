@@ -24,6 +24,7 @@ use specdec_rec::{KnowledgeRecord, Role};
 
 use crate::bench::{cost_curve, CostCurve};
 use crate::common::{self, Loaded, ModelArgs};
+use crate::verify_args::VerifyArgs;
 use crate::workload::{run_together, Slot};
 
 #[derive(clap::Args, Debug)]
@@ -57,12 +58,10 @@ pub struct Args {
     /// Most draft nodes per step.
     #[arg(long, default_value_t = 32)]
     pub budget: usize,
-    /// The relaxed configuration's top-k.
-    #[arg(long, default_value_t = Relaxed::DEFAULT.top_k())]
-    pub verify_top_k: usize,
-    /// The relaxed configuration's probability floor.
-    #[arg(long, default_value_t = Relaxed::DEFAULT.tau())]
-    pub verify_tau: f32,
+    /// The relaxed configuration's rule (`--verify` itself is ignored: every
+    /// configuration but relaxed-group is strict).
+    #[command(flatten)]
+    pub verify: VerifyArgs,
     /// One JSON object on stdout instead of tables.
     #[arg(long)]
     pub json: bool,
@@ -502,7 +501,8 @@ fn print_table(rows: &[SummaryRow]) {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let relaxed = Relaxed::new(args.verify_top_k, args.verify_tau).map_err(anyhow::Error::msg)?;
+    let relaxed = Relaxed::new(args.verify.verify_top_k, args.verify.verify_tau)
+        .map_err(|e| anyhow::anyhow!("--verify-top-k/--verify-tau: {e}"))?;
     let all = read_records(&args.records)?;
     let (records, groups) = pick(&all, Role::Target, &args.groups, args.targets);
     anyhow::ensure!(

@@ -6,10 +6,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use specdec_engine::{Acceptance, DraftMethod, Engine, HistoryConfig, Pools, Relaxed};
+use specdec_engine::{DraftMethod, Engine, HistoryConfig, Pools, SamplingParams};
 use specdec_rec::job::{self, JobOptions, Shard, Warmup};
 
 use crate::common::{self, ModelArgs};
+use crate::verify_args::VerifyArgs;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -50,17 +51,10 @@ pub struct Args {
     /// Saves the pools at most this often (seconds) while records finish, and at the end.
     #[arg(long, default_value_t = 60)]
     pub save_every: u64,
-    // TODO(lead): temporary; replaced by the shared verify_args.rs.
-    /// Verification for records without their own `verify`: strict (the output is plain
-    /// decoding's) or relaxed (LASER).
-    #[arg(long, value_enum, default_value_t = VerifyArg::Strict)]
-    pub verify: VerifyArg,
-    /// Relaxed: a draft token is kept among the target's top K.
-    #[arg(long, default_value_t = Relaxed::DEFAULT.top_k())]
-    pub verify_top_k: usize,
-    /// Relaxed: ... and above this probability.
-    #[arg(long, default_value_t = Relaxed::DEFAULT.tau())]
-    pub verify_tau: f32,
+    /// The rule for records without their own `verify` (a record's `verify`, `top_k`
+    /// and `tau` override it).
+    #[command(flatten)]
+    pub verify: VerifyArgs,
     #[command(flatten)]
     pub model: ModelArgs,
 }
@@ -72,24 +66,14 @@ pub enum WarmupArg {
     Skip,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum VerifyArg {
-    Strict,
-    Relaxed,
-}
-
 fn parse_shard(s: &str) -> Result<Shard, String> {
     Shard::parse(s).map_err(|e| e.to_string())
 }
 
 impl Args {
     fn options(&self) -> anyhow::Result<JobOptions> {
-        let acceptance = match self.verify {
-            VerifyArg::Strict => Acceptance::Strict,
-            VerifyArg::Relaxed => Acceptance::Relaxed(
-                Relaxed::new(self.verify_top_k, self.verify_tau).map_err(anyhow::Error::msg)?,
-            ),
-        };
+        // The job decodes greedily.
+        let acceptance = self.verify.acceptance(&SamplingParams::default())?;
         let shard = Shard::resolve(self.shard, |name| std::env::var(name).ok())?;
         Ok(JobOptions {
             method: self.draft,
