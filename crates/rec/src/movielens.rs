@@ -110,8 +110,7 @@ impl Dataset {
     }
 
     /// Sorts users and items by id and checks that ids are unique and ratings refer to
-    /// known users and items (the error names the offending rating's position in
-    /// `ratings`, which is its data line in `ml-100k.inter`).
+    /// known users and items.
     pub fn from_parts(
         mut users: Vec<User>,
         mut items: Vec<Item>,
@@ -120,32 +119,27 @@ impl Dataset {
         users.sort_by_key(|u| u.id);
         items.sort_by_key(|i| i.id);
         if let Some(w) = users.windows(2).find(|w| w[0].id == w[1].id) {
-            return Err(invalid(USER_FILE, 0, format!("user {} twice", w[0].id)));
+            let message = format!("{USER_FILE} lists user {} twice", w[0].id);
+            return Err(RecError::Invalid(message));
         }
         if let Some(w) = items.windows(2).find(|w| w[0].id == w[1].id) {
-            return Err(invalid(ITEM_FILE, 0, format!("item {} twice", w[0].id)));
+            let message = format!("{ITEM_FILE} lists item {} twice", w[0].id);
+            return Err(RecError::Invalid(message));
         }
         let data = Dataset {
             users,
             items,
             ratings,
         };
-        for (i, r) in data.ratings.iter().enumerate() {
-            let line = i + 2; // after the header, 1-based
-            if data.user(r.user).is_none() {
-                return Err(invalid(
-                    INTER_FILE,
-                    line,
-                    format!("unknown user {}", r.user),
-                ));
-            }
-            if data.item(r.item).is_none() {
-                return Err(invalid(
-                    INTER_FILE,
-                    line,
-                    format!("unknown item {}", r.item),
-                ));
-            }
+        let unknown = data
+            .ratings
+            .iter()
+            .find(|r| data.user(r.user).is_none() || data.item(r.item).is_none());
+        if let Some(r) = unknown {
+            return Err(RecError::Invalid(format!(
+                "{INTER_FILE} rates item {} by user {}, and one of them is in no file",
+                r.item, r.user
+            )));
         }
         Ok(data)
     }
@@ -367,14 +361,16 @@ mod tests {
     }
 
     #[test]
-    fn ratings_of_unknown_users_or_items_are_refused() {
+    fn unknown_ids_and_duplicates_are_refused() {
         let users = parse_users(USERS, USER_FILE).unwrap();
         let items = parse_items(ITEMS, ITEM_FILE).unwrap();
         let inter = format!("{INTER}1\t9\t3\t1\n");
         let ratings = parse_ratings(&inter, INTER_FILE).unwrap();
-        let (file, line, message) = parse_error(Dataset::from_parts(users, items, ratings));
-        assert_eq!((file.as_str(), line), (INTER_FILE, 4));
-        assert!(message.contains("unknown item 9"), "{message}");
+        let err = Dataset::from_parts(users.clone(), items.clone(), ratings).unwrap_err();
+        assert!(err.to_string().contains("rates item 9 by user 1"), "{err}");
+        let twice = [users.clone(), users].concat();
+        let err = Dataset::from_parts(twice, items, vec![]).unwrap_err();
+        assert!(err.to_string().contains("lists user 1 twice"), "{err}");
     }
 
     #[test]
