@@ -8,18 +8,21 @@
 //! (k-means++, seeded, 10 runs) clusters them. Clusters are numbered by their smallest user id.
 //!
 //! **Same groups on every machine.** k-means on floating-point data can move a borderline
-//! user when the inputs differ in their last bits, and they do when a BLAS-like kernel picks
-//! its SIMD path at run time (matrixmultiply does). So: everything is f64; the Gram matrix
-//! `X Xᵀ` is summed here in a fixed order rather than by `ndarray::dot`; the PCA comes from
-//! linfa-linalg's symmetric eigensolver (Householder tridiagonalisation and QR iterations to
-//! machine precision, not a randomised or tolerance-stopped method such as LOBPCG, whose
-//! iteration count could change with the last bits); each component's sign is fixed (its
-//! largest entry positive); and the scores are rounded to multiples of [`SCORE_QUANTUM`]
-//! before k-means, which then sees bit-identical inputs and runs the same arithmetic. What
-//! remains: a score within ~1e-12 of a rounding boundary, or two eigenvalues at the cut-off
-//! so close that the eigenvectors rotate (the summary reports the gap, see
-//! [`UserClustering::eigen_gap`]), could still differ; neither is the case on MovieLens-100k
-//! here, and the real-data test pins the cluster sizes.
+//! user when the inputs differ in their last bits, and they do when a kernel picks its SIMD
+//! path at run time (matrixmultiply, behind `ndarray::dot`, does). So: everything is f64;
+//! the Gram matrix `X Xᵀ` is summed here in a fixed order rather than by `ndarray::dot`; the
+//! PCA comes from linfa-linalg's symmetric eigensolver (Householder tridiagonalisation and QR
+//! iterations to machine precision, not a randomised or tolerance-stopped method such as
+//! LOBPCG, whose iteration count could change with the last bits); the number of components
+//! sits at a clear gap in the spectrum, so the kept subspace does not rotate; each
+//! component's sign is fixed (its largest entry positive); and the scores are rounded to
+//! multiples of [`SCORE_QUANTUM`] before k-means, which then sees bit-identical inputs and
+//! runs the same arithmetic (no run-time dispatch on its path). What remains: the
+//! eigensolver's rank-one updates do go through matrixmultiply, so its results may differ
+//! by ~1e-13 between CPUs; a score that close to a rounding boundary (about one chance in a
+//! thousand over all 943 x 7 scores) moves by one quantum, which changes a cluster only if
+//! that user also sits within ~1e-6 of a cluster boundary. The real-data test pins the
+//! cluster sizes so that such a change would show.
 //!
 //! **Items.** The first listed genre (recbole lists an item's genres alphabetically) picks one
 //! of the groups of [`ITEM_GROUPS`]; the mapping merges related genres so that no group is tiny.
@@ -88,6 +91,12 @@ impl WarmupFraction {
     /// Warm-up members of a group of `n`, rounded to the nearest whole member.
     fn of(self, n: usize) -> usize {
         ((n as f64 * self.0).round() as usize).min(n)
+    }
+}
+
+impl std::fmt::Display for WarmupFraction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
     }
 }
 

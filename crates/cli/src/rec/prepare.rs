@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use specdec_rec::groups::{WarmupFraction, DEFAULT_USER_CLUSTERS, DEFAULT_WARMUP_FRACTION};
+use specdec_rec::groups::{WarmupFraction, DEFAULT_USER_CLUSTERS};
 use specdec_rec::movielens::Dataset;
 use specdec_rec::prepare::{self, PrepareConfig, ITEMS_FILE, USERS_FILE};
 use specdec_rec::split::DEFAULT_HISTORY;
@@ -22,8 +22,8 @@ pub struct Args {
     #[arg(long, default_value_t = DEFAULT_USER_CLUSTERS)]
     user_clusters: usize,
     /// Share of each group's members that are warm-up members (0 to 1).
-    #[arg(long, default_value_t = DEFAULT_WARMUP_FRACTION, value_parser = parse_fraction)]
-    warmup_fraction: f64,
+    #[arg(long, default_value_t = WarmupFraction::default(), value_parser = parse_fraction)]
+    warmup_fraction: WarmupFraction,
     /// max_tokens written into every record (omitted: the job's default).
     #[arg(long)]
     max_tokens: Option<usize>,
@@ -32,11 +32,9 @@ pub struct Args {
     limit_per_group: Option<usize>,
 }
 
-fn parse_fraction(s: &str) -> Result<f64, String> {
+fn parse_fraction(s: &str) -> Result<WarmupFraction, String> {
     let f: f64 = s.parse().map_err(|e| format!("{e}"))?;
-    WarmupFraction::new(f)
-        .map(|w| w.get())
-        .map_err(|e| e.to_string())
+    WarmupFraction::new(f).map_err(|e| e.to_string())
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -45,7 +43,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let config = PrepareConfig {
         history: args.history,
         user_clusters: args.user_clusters,
-        warmup: WarmupFraction::new(args.warmup_fraction)?,
+        warmup: args.warmup_fraction,
         max_tokens: args.max_tokens,
         limit_per_group: args.limit_per_group,
     };
