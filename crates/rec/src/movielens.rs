@@ -373,6 +373,54 @@ mod tests {
         assert!(err.to_string().contains("lists user 1 twice"), "{err}");
     }
 
+    /// An item and one rating of it, as (item, its rating).
+    fn item_and_rating() -> impl proptest::strategy::Strategy<Value = (Item, Rating)> {
+        use proptest::prelude::*;
+        let title = "[A-Za-z0-9,:'&!.()-][A-Za-z0-9 ,:'&!.()-]{0,38}[A-Za-z0-9.()!]";
+        let genres = proptest::collection::vec("[A-Z][a-z'-]{0,10}", 0..4);
+        let item = (
+            1u32..5000,
+            title,
+            proptest::option::of(1900u32..2000),
+            genres,
+        );
+        let rating = (1u32..100, 1u8..=5, 0u64..2_000_000_000);
+        (item, rating).prop_map(|((id, title, year, genres), (user, rating, timestamp))| {
+            let item = Item {
+                id,
+                title,
+                year,
+                genres,
+            };
+            let rating = Rating {
+                user,
+                item: id,
+                rating,
+                timestamp,
+            };
+            (item, rating)
+        })
+    }
+
+    proptest::proptest! {
+        /// Rows written as recbole writes them (a missing year as its `unkonwn`) parse back
+        /// to themselves.
+        #[test]
+        fn written_rows_parse_back(rows in proptest::collection::vec(item_and_rating(), 0..20)) {
+            let mut items = ITEM_COLUMNS.join("\t");
+            let mut inter = INTER_COLUMNS.join("\t");
+            for (item, r) in &rows {
+                let year = item.year.map_or("unkonwn".to_string(), |y| y.to_string());
+                let genres = item.genres.join(" ");
+                items += &format!("\n{}\t{}\t{year}\t{genres}", item.id, item.title);
+                inter += &format!("\n{}\t{}\t{}\t{}", r.user, r.item, r.rating, r.timestamp);
+            }
+            let (want_items, want_ratings): (Vec<Item>, Vec<Rating>) = rows.into_iter().unzip();
+            proptest::prop_assert_eq!(parse_items(&items, ITEM_FILE).unwrap(), want_items);
+            proptest::prop_assert_eq!(parse_ratings(&inter, INTER_FILE).unwrap(), want_ratings);
+        }
+    }
+
     #[test]
     fn crlf_and_blank_lines_are_tolerated() {
         let text = format!("{}\n\n", INTER.replace('\n', "\r\n"));

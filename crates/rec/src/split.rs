@@ -134,7 +134,8 @@ mod tests {
             );
             for t in &split.test {
                 let history = split.history(t.user, usize::MAX);
-                prop_assert!(history.iter().all(|h| (h.timestamp, h.item) <= (t.timestamp, t.item)));
+                let before = |h: &Rating| (h.timestamp, h.item) <= (t.timestamp, t.item);
+                prop_assert!(history.iter().all(before));
             }
             // Shuffle deterministically; the split is the same.
             let n = ratings.len();
