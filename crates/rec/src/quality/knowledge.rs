@@ -23,10 +23,21 @@ pub fn parse_knowledge(text: &str, path: &Path) -> Result<Vec<KnowledgeOutput>, 
             serde_json::from_str(line).map_err(|e| RecError::Record {
                 path: path.to_path_buf(),
                 line: i + 1,
-                message: e.to_string(),
+                message: without_serde_position(&e),
             })
         })
         .collect()
+}
+
+/// serde's message less its "at line 1 column N" (a JSONL line is always its line 1),
+/// keeping the column.
+fn without_serde_position(e: &serde_json::Error) -> String {
+    let message = e.to_string();
+    let suffix = format!(" at line {} column {}", e.line(), e.column());
+    match message.strip_suffix(&suffix) {
+        Some(m) => format!("{m} (column {})", e.column()),
+        None => message,
+    }
 }
 
 /// Knowledge texts by MovieLens id, the downstream check's text features.
@@ -83,7 +94,12 @@ mod tests {
         let text = format!("{LINE}\n{{\"id\": \"user-9\"}}\n");
         let err = parse_knowledge(&text, Path::new("k.jsonl")).unwrap_err();
         assert!(matches!(err, RecError::Record { line: 2, .. }), "{err}");
-        assert!(err.to_string().starts_with("k.jsonl: line 2:"), "{err}");
+        let message = err.to_string();
+        assert!(
+            message.starts_with("k.jsonl: line 2: missing field"),
+            "{message}"
+        );
+        assert!(!message.contains("line 1"), "{message}");
     }
 
     #[test]
