@@ -86,6 +86,12 @@ pub fn evaluate_with(
     items: &[Item],
     knowledge: Option<&Knowledge>,
 ) -> Result<CtrMetrics, RecError> {
+    if config.text_buckets == 0 || config.folds < 2 {
+        return Err(RecError::Invalid(format!(
+            "the CTR model needs at least one text bucket and two folds, not {} and {}",
+            config.text_buckets, config.folds
+        )));
+    }
     let encoder = TargetEncoder::fit(train, config.folds, config.smoothing);
     let features = Features::new(users, items, knowledge, config.text_buckets);
     let x_train = matrix(&features, train, |r| encoder.train_row(r))?;
@@ -261,6 +267,24 @@ pub(crate) mod tests {
                 m.auc > 0.99 && m.log_loss < 0.1,
                 "{comedies} comedies: {m:?}"
             );
+        }
+    }
+
+    #[test]
+    fn a_configuration_without_buckets_or_folds_is_refused() {
+        let (train, heldout, users, items, _) = synthetic();
+        for config in [
+            CtrConfig {
+                text_buckets: 0,
+                ..CtrConfig::default()
+            },
+            CtrConfig {
+                folds: 1,
+                ..CtrConfig::default()
+            },
+        ] {
+            let err = evaluate_with(&config, &train, &heldout, &users, &items, None);
+            assert!(matches!(err, Err(RecError::Invalid(_))), "{config:?}");
         }
     }
 

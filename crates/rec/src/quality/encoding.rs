@@ -43,7 +43,6 @@ pub(crate) struct IdFeatures {
 
 impl TargetEncoder {
     pub fn fit(train: &[Rating], folds: u32, smoothing: f64) -> TargetEncoder {
-        let folds = folds.max(2);
         let positives = train.iter().filter(|r| label(r)).count();
         let mut enc = TargetEncoder {
             prior: (positives as f64 + 1.0) / (train.len() as f64 + 2.0),
