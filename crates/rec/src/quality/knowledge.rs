@@ -52,17 +52,16 @@ impl Knowledge {
     pub fn from_outputs(outputs: &[KnowledgeOutput]) -> Result<Knowledge, RecError> {
         let mut k = Knowledge::default();
         for o in outputs {
-            let (map, id) = match o.kind {
-                Kind::User => (&mut k.users, o.user_id),
-                Kind::Item => (&mut k.items, o.item_id),
+            let (map, id, kind) = match o.kind {
+                Kind::User => (&mut k.users, o.user_id, "user"),
+                Kind::Item => (&mut k.items, o.item_id, "item"),
             };
-            let id = id.ok_or_else(|| {
-                RecError::Inconsistent(format!("{} has no {:?} id", o.id, o.kind).to_lowercase())
-            })?;
+            let id =
+                id.ok_or_else(|| RecError::Inconsistent(format!("{} has no {kind}_id", o.id)))?;
             if map.insert(id, o.text.clone()).is_some() {
                 return Err(RecError::Inconsistent(format!(
-                    "{:?} {id} has two knowledge texts (the second is {})",
-                    o.kind, o.id
+                    "{kind} {id} has two knowledge texts (the second is {})",
+                    o.id
                 )));
             }
         }
@@ -107,7 +106,7 @@ mod tests {
         let no_id = LINE.replace("\"user_id\":3,", "");
         let out = parse_knowledge(&no_id, Path::new("k")).unwrap();
         let err = Knowledge::from_outputs(&out).unwrap_err();
-        assert!(err.to_string().contains("user-3 has no user id"), "{err}");
+        assert!(err.to_string().contains("user-3 has no user_id"), "{err}");
         let twice = parse_knowledge(&format!("{LINE}\n{LINE}"), Path::new("k")).unwrap();
         assert!(Knowledge::from_outputs(&twice).is_err());
     }
