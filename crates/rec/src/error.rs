@@ -32,6 +32,12 @@ pub enum RecError {
     /// The linear algebra or k-means behind the user clusters gave up.
     #[error("cannot cluster users: {0}")]
     Clustering(String),
+    /// The downstream check's model could not be fitted.
+    #[error("downstream model: {0}")]
+    Model(#[from] linfa_logistic::error::Error),
+    /// Inputs that parse but do not fit together (an id twice, a rating of an unknown item).
+    #[error("inconsistent input: {0}")]
+    Inconsistent(String),
     #[error("invalid option: {0}")]
     Invalid(String),
 }
