@@ -20,6 +20,7 @@ use specdec_engine::{
     Acceptance, DraftMethod, Engine, GenerateOutput, GenerateRequest, Pool, PoolName, Pools,
     Relaxed, Scheduler, SpecStats, Speculation,
 };
+use specdec_rec::job::read_input;
 use specdec_rec::{KnowledgeRecord, Role};
 
 use crate::bench::{cost_curve, CostCurve};
@@ -160,19 +161,16 @@ struct Target {
     request: GenerateRequest,
 }
 
+/// Every record of `paths`, in order; a malformed line is an error here (a benchmark
+/// over part of its input would mislead).
 fn read_records(paths: &[PathBuf]) -> anyhow::Result<Vec<KnowledgeRecord>> {
     let mut out = Vec::new();
     for path in paths {
-        let text =
-            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        for (i, line) in text.lines().enumerate() {
-            if line.trim().is_empty() {
-                continue;
-            }
-            let r: KnowledgeRecord = serde_json::from_str(line)
-                .with_context(|| format!("{}: line {}", path.display(), i + 1))?;
-            out.push(r);
+        let input = read_input(path, &Acceptance::Strict)?;
+        if let Some(m) = input.malformed.first() {
+            anyhow::bail!("{}: {m}", path.display());
         }
+        out.extend(input.tasks.into_iter().map(|t| t.record));
     }
     Ok(out)
 }
