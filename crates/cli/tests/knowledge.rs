@@ -216,6 +216,28 @@ fn ctrl_c_finishes_the_records_in_flight_saves_the_pools_and_exits_zero() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
+/// What a Kubernetes eviction sends: the same clean stop, but a non-zero status while
+/// records are left, so the Job retries the index instead of counting it complete.
+#[test]
+fn sigterm_with_records_left_stops_cleanly_and_exits_143_for_a_retry() {
+    let dir = temp_dir("sigterm");
+    let input = write_records(&dir, &[]);
+    let out = dir.join("out.jsonl");
+    let mut child = spawn(knowledge(&input, &out, &["--concurrency", "2"]));
+    wait_for_a_line(&mut child, &out);
+    let pid = libc::pid_t::try_from(child.id()).unwrap();
+    // SAFETY: kill(2) on our own child, which has not been waited for yet.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(143), "{}", stderr(&o));
+    let got = lines(&out);
+    assert!(!got.is_empty() && got.len() < RECORDS.len(), "{got:?}");
+    let o = run(knowledge(&input, &out, &["--resume"]));
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_every_id_once(&lines(&out));
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
 #[test]
 fn malformed_lines_and_refused_records_are_reported_and_the_others_are_written() {
     let dir = temp_dir("malformed");

@@ -94,18 +94,25 @@ impl Args {
     }
 }
 
-/// SIGINT and SIGTERM set the returned flag (the job stops admitting, finishes what is in
-/// flight and saves); a second one while it is set exits at once with 130.
-fn stop_flag() -> anyhow::Result<Arc<AtomicBool>> {
+/// SIGINT and SIGTERM set the first flag (the job stops admitting, finishes what is in
+/// flight and saves); a second one while it is set exits at once with 130. SIGTERM also
+/// sets the second.
+fn stop_flags() -> anyhow::Result<(Arc<AtomicBool>, Arc<AtomicBool>)> {
     use signal_hook::consts::{SIGINT, SIGTERM};
     let stop = Arc::new(AtomicBool::new(false));
+    let term = Arc::new(AtomicBool::new(false));
     for sig in [SIGINT, SIGTERM] {
         // Registered first, so it sees the flag as the previous signal left it.
         signal_hook::flag::register_conditional_shutdown(sig, 130, Arc::clone(&stop))?;
         signal_hook::flag::register(sig, Arc::clone(&stop))?;
     }
-    Ok(stop)
+    signal_hook::flag::register(SIGTERM, Arc::clone(&term))?;
+    Ok((stop, term))
 }
+
+/// SIGTERM's exit status when records were left unstarted: not 0, because a Kubernetes Job
+/// would count the index complete and never do them; a retried pod resumes instead.
+const TERMINATED_EARLY: i32 = 143;
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     // Flags first: a bad one fails before the model loads.
@@ -119,18 +126,29 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     // The files before the model: a bad input or output fails at once.
     let prepared = job::prepare(&args.input, &args.output, &opts)?;
+    let mut terminated = false;
     let summary = if prepared.remaining() == 0 {
         // Nothing left (a rerun of a finished shard): no model needed.
         prepared.summary().clone()
     } else {
-        let stop = stop_flag()?;
+        let (stop, term) = stop_flags()?;
         let loaded = common::load(&args.model)?;
         let vocab = loaded.model.config().vocab;
         let pools = Pools::open(None, args.pools.clone(), vocab, HistoryConfig::default())?;
         let engine = Engine::new(&loaded.model, &loaded.tokenizer).with_pools(pools);
-        job::execute(prepared, engine, &loaded.template, &opts, &stop)?
+        let summary = job::execute(prepared, engine, &loaded.template, &opts, &stop)?;
+        terminated = term.load(std::sync::atomic::Ordering::SeqCst);
+        summary
     };
     eprintln!("{summary}");
+    if terminated && summary.not_started > 0 {
+        eprintln!(
+            "stopped by SIGTERM with {} records not started: exit {TERMINATED_EARLY} so that \
+             a retry resumes them",
+            summary.not_started
+        );
+        std::process::exit(TERMINATED_EARLY);
+    }
     if !summary.succeeded() {
         // Distinct from 1 (the job could not run): the shard ran to its end, but some
         // records need a look (see the errors above); a rerun with --resume redoes
