@@ -368,7 +368,7 @@ fn a_pool_learns_only_from_its_own_requests() {
         &SamplingParams::default(),
         40,
     )
-    .speculate(DraftMethod::Trie);
+    .speculate(DraftMethod::Auto);
     req.speculation.pool = Some(a.clone());
     let out = engine.generate(&req, &mut |_| true).unwrap();
     assert!(out.completion_tokens > 8);
@@ -385,10 +385,48 @@ fn a_pool_learns_only_from_its_own_requests() {
         global.lock().unwrap().is_empty(),
         "the global trie learned from a pool's request"
     );
+    let (ha, hb) = (pools.pool(Some(&a)).unwrap(), pools.pool(Some(&b)).unwrap());
+    assert!(
+        ha.history.lock().unwrap().tokens() > 0,
+        "pool a's history learned nothing"
+    );
+    assert!(
+        hb.history.lock().unwrap().is_empty(),
+        "pool b's history learned from a"
+    );
+    assert!(pools.global().history.lock().unwrap().is_empty());
     // A repeat in the same pool drafts from what it learned.
     let again = engine.generate(&req, &mut |_| true).unwrap();
     assert_eq!(again.token_ids, out.token_ids);
     assert!(again.spec.accepted_tokens > 0);
+    // The same request in pool b leaves b exactly as it leaves a fresh pool c (nothing of
+    // a's reaches b), and leaves a as it was.
+    let contents = |engine: &mut Engine<'_>, p: &PoolName| {
+        let pool = engine.pools_mut().pool(Some(p)).unwrap();
+        let trie = pool.trie.lock().unwrap().entries();
+        let docs: Vec<Vec<u32>> = pool
+            .history
+            .lock()
+            .unwrap()
+            .documents_held()
+            .map(<[u32]>::to_vec)
+            .collect();
+        (trie, docs)
+    };
+    let before_a = contents(&mut engine, &a);
+    let c = PoolName::parse("group-c").unwrap();
+    for p in [&b, &c] {
+        let mut other = req.clone();
+        other.speculation.pool = Some(p.clone());
+        let got = engine.generate(&other, &mut |_| true).unwrap();
+        assert_eq!(got.token_ids, out.token_ids);
+    }
+    assert_eq!(contents(&mut engine, &b), contents(&mut engine, &c));
+    assert_eq!(
+        contents(&mut engine, &a),
+        before_a,
+        "pool b's request changed pool a"
+    );
 }
 
 /// Forced output (the benchmark's `--forced`): whatever the drafter, the sampling and the
