@@ -9,8 +9,11 @@ fn specdec(args: &[&str]) -> Output {
         .expect("binary runs")
 }
 
-fn temp_file(name: &str, text: &str) -> String {
-    let dir = std::env::temp_dir().join(format!("specdec-rec-quality-{}", std::process::id()));
+/// A file in a folder of the test's own: tests run in parallel, and one rewriting a file
+/// another is reading would hand it a truncated file.
+fn temp_file(test: &str, name: &str, text: &str) -> String {
+    let dir =
+        std::env::temp_dir().join(format!("specdec-rec-quality-{}-{test}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let p = dir.join(name);
     std::fs::write(&p, text).unwrap();
@@ -33,7 +36,7 @@ fn line(id: &str, verify: &str, text: &str, tokens: &[u32], relaxed_tokens: usiz
     .to_string()
 }
 
-fn files() -> (String, String) {
+fn files(test: &str) -> (String, String) {
     let strict = [
         line("user-1", "strict", "loves dark thrillers", &[1, 2, 3, 4], 0),
         line("item-7", "strict", "a quiet drama", &[5, 6, 7], 0),
@@ -43,14 +46,14 @@ fn files() -> (String, String) {
         line("user-1", "relaxed", "loves dark comedies", &[1, 2, 3, 9], 1),
     ];
     (
-        temp_file("strict.jsonl", &(strict.join("\n") + "\n")),
-        temp_file("relaxed.jsonl", &(relaxed.join("\n") + "\n")),
+        temp_file(test, "strict.jsonl", &(strict.join("\n") + "\n")),
+        temp_file(test, "relaxed.jsonl", &(relaxed.join("\n") + "\n")),
     )
 }
 
 #[test]
 fn quality_json_compares_texts_overall_and_per_kind() {
-    let (s, r) = files();
+    let (s, r) = files("json");
     let o = specdec(&["rec", "quality", "--strict", &s, "--relaxed", &r, "--json"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
@@ -66,7 +69,7 @@ fn quality_json_compares_texts_overall_and_per_kind() {
 
 #[test]
 fn quality_prints_a_table_by_default() {
-    let (s, r) = files();
+    let (s, r) = files("table");
     let o = specdec(&["rec", "quality", "--strict", &s, "--relaxed", &r]);
     assert!(o.status.success());
     let out = String::from_utf8_lossy(&o.stdout);
@@ -77,8 +80,9 @@ fn quality_prints_a_table_by_default() {
 
 #[test]
 fn a_bad_knowledge_line_is_reported_with_its_file_and_number() {
-    let (s, _) = files();
+    let (s, _) = files("bad");
     let bad = temp_file(
+        "bad-line",
         "bad.jsonl",
         &format!("{}\nnot json\n", line("item-7", "relaxed", "x", &[1], 0)),
     );
@@ -93,7 +97,7 @@ fn a_bad_knowledge_line_is_reported_with_its_file_and_number() {
 /// dataset), with a tiny knowledge sample and few text buckets to keep it quick.
 #[test]
 fn downstream_reports_auc_and_log_loss_without_knowledge_with_strict_and_with_relaxed() {
-    let (s, r) = files();
+    let (s, r) = files("downstream");
     let o = specdec(&[
         "rec",
         "quality",
