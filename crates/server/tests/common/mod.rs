@@ -9,7 +9,7 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use axum::Router;
 use http_body_util::BodyExt;
-use serde_json::Value;
+use serde_json::{json, Value};
 use specdec_engine::DraftMethod;
 use specdec_server::{router, AppState, Server, ServerConfig};
 use tower::ServiceExt;
@@ -70,4 +70,14 @@ pub async fn send_json(app: Router, req: Request<Body>) -> (StatusCode, Value) {
     let (status, body) = send(app, req).await;
     let v = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"));
     (status, v)
+}
+
+/// A small greedy chat request with `extra` fields merged in.
+pub fn chat_body(extra: Value) -> String {
+    let mut b = json!({"model": "smol", "messages": [{"role": "user", "content": "Name three colors."}],
+        "max_tokens": 12, "temperature": 0});
+    b.as_object_mut()
+        .unwrap()
+        .extend(extra.as_object().unwrap().clone());
+    b.to_string()
 }
