@@ -86,13 +86,19 @@ struct Config {
     acceptance: Acceptance,
 }
 
+impl Config {
+    /// Strict `auto` drafting from `pool`.
+    fn strict(name: &'static str, pool: PoolKind) -> Config {
+        Config {
+            name,
+            method: DraftMethod::Auto,
+            pool,
+            acceptance: Acceptance::Strict,
+        }
+    }
+}
+
 fn configs(relaxed: Relaxed) -> Vec<Config> {
-    let strict = |name, pool| Config {
-        name,
-        method: DraftMethod::Auto,
-        pool,
-        acceptance: Acceptance::Strict,
-    };
     vec![
         Config {
             name: "plain",
@@ -100,14 +106,12 @@ fn configs(relaxed: Relaxed) -> Vec<Config> {
             pool: PoolKind::None,
             acceptance: Acceptance::Strict,
         },
-        strict("strict-nopool", PoolKind::None),
-        strict("strict-global", PoolKind::Global),
-        strict("strict-group", PoolKind::Group),
+        Config::strict("strict-nopool", PoolKind::None),
+        Config::strict("strict-global", PoolKind::Global),
+        Config::strict("strict-group", PoolKind::Group),
         Config {
-            name: "relaxed-group",
-            method: DraftMethod::Auto,
-            pool: PoolKind::Group,
             acceptance: Acceptance::Relaxed(relaxed),
+            ..Config::strict("relaxed-group", PoolKind::Group)
         },
     ]
 }
@@ -296,7 +300,7 @@ fn generate_warmup(
     let t0 = Instant::now();
     let engine = Engine::new(&loaded.model, &loaded.tokenizer).with_pools(pools);
     let mut sched: Scheduler<'_, Slot> = Scheduler::new(engine, args.concurrency.max(1));
-    let c = &configs(Relaxed::DEFAULT)[3];
+    let c = &Config::strict("warm-up", PoolKind::Group);
     let reqs = members
         .iter()
         .enumerate()

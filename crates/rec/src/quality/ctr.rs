@@ -56,24 +56,6 @@ pub struct CtrMetrics {
     pub items_with_text: usize,
 }
 
-/// [`evaluate_with`] the default configuration.
-pub fn evaluate(
-    train: &[Rating],
-    heldout: &[Rating],
-    users: &[User],
-    items: &[Item],
-    knowledge: Option<&Knowledge>,
-) -> Result<CtrMetrics, RecError> {
-    evaluate_with(
-        &CtrConfig::default(),
-        train,
-        heldout,
-        users,
-        items,
-        knowledge,
-    )
-}
-
 /// Trains on `train` and scores `heldout`. Deterministic: features depend on the inputs
 /// only (stable hashes, sorted vocabularies), the solver starts from zeros and runs single
 /// threaded. Errors when a rating names an unknown user or item, or when either set lacks

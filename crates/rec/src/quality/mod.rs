@@ -12,7 +12,7 @@ pub mod stats;
 pub mod text;
 pub mod tfidf;
 
-pub use ctr::{evaluate, evaluate_with, CtrConfig, CtrMetrics};
+pub use ctr::{evaluate_with, CtrConfig, CtrMetrics};
 pub use knowledge::{parse_knowledge, read_knowledge, Knowledge};
-pub use report::{downstream, downstream_with, DownstreamReport};
+pub use report::{downstream_with, DownstreamReport};
 pub use text::{compare, TextComparison, TextSummary};

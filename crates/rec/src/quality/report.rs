@@ -18,24 +18,6 @@ pub struct DownstreamReport {
     pub strict_minus_none_auc: f64,
 }
 
-/// [`downstream_with`] the default model.
-pub fn downstream(
-    dataset: &Dataset,
-    train: &[Rating],
-    heldout: &[Rating],
-    strict: &[KnowledgeOutput],
-    relaxed: &[KnowledgeOutput],
-) -> Result<DownstreamReport, RecError> {
-    downstream_with(
-        &CtrConfig::default(),
-        dataset,
-        train,
-        heldout,
-        strict,
-        relaxed,
-    )
-}
-
 /// `train` is the training interactions, `heldout` the pairs scored (for leave-last-out,
 /// each user's validation and test interactions); the knowledge files give the texts.
 pub fn downstream_with(
