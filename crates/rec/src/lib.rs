@@ -5,6 +5,7 @@
 
 pub mod error;
 pub mod groups;
+pub mod hash;
 pub mod job;
 pub mod movielens;
 pub mod prepare;

@@ -15,4 +15,4 @@ pub use output::{scan, OutputFile, Scan};
 pub use progress::{Progress, Summary};
 pub use queue::{Queue, Warmup};
 pub use run::{execute, prepare, run, JobOptions, Prepared};
-pub use shard::{fnv1a64, Shard};
+pub use shard::Shard;

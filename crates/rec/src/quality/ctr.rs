@@ -126,7 +126,7 @@ fn matrix(
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::quality::tfidf::fnv1a;
+    use crate::hash::fnv1a64;
 
     /// 60 users who each like horror or comedy (said only in their knowledge), 40 movies
     /// that are horror or comedy (said only in theirs, every item listed as "Drama"), every
@@ -167,7 +167,7 @@ pub(crate) mod tests {
         let (mut train, mut heldout) = (Vec::new(), Vec::new());
         for u in &users {
             for i in &items {
-                let flip = fnv1a(format!("{} {}", u.id, i.id).as_bytes()).is_multiple_of(10);
+                let flip = fnv1a64(format!("{} {}", u.id, i.id).as_bytes()).is_multiple_of(10);
                 let likes = (horror_fan(u.id) == horror(i.id)) != flip;
                 let r = Rating {
                     user: u.id,

@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 
-use super::tfidf::fnv1a;
+use crate::hash::fnv1a64;
 use crate::movielens::Rating;
 
 /// Positives and count per id.
@@ -75,7 +75,7 @@ impl TargetEncoder {
         let mut key = [0u8; 8];
         key[..4].copy_from_slice(&r.user.to_le_bytes());
         key[4..].copy_from_slice(&r.item.to_le_bytes());
-        (fnv1a(&key) % u64::from(self.folds)) as usize
+        (fnv1a64(&key) % u64::from(self.folds)) as usize
     }
 
     fn rate(&self, (pos, n): (u32, u32)) -> f64 {
