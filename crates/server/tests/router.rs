@@ -414,39 +414,29 @@ async fn a_user_message_cannot_close_its_turn_with_a_special_token() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn health_answers_while_large_bodies_are_tokenized() {
+async fn health_answers_while_large_bodies_are_parsed() {
     // Before: two 30 MB bodies tokenized on the runtime's workers froze `/health` 13.5 s.
+    // Prompts that cannot fit the context are now refused before tokenizing, so what is
+    // left to check is liveness and the refusal, not durations: an earlier version compared
+    // the two timings and failed in CI when parsing (17 ms) beat a slow `/health` (11 ms).
     let text = "many words to tokenize, ".repeat((4 << 20) / 24);
     let body =
         json!({"model": "smol", "messages": [{"role": "user", "content": text}]}).to_string();
     let tasks: Vec<_> = (0..2)
         .map(|_| {
             let body = body.clone();
-            tokio::spawn(async move {
-                let start = Instant::now();
-                let (s, _) = send(app(), post("/v1/chat/completions", &body)).await;
-                (s, start.elapsed())
-            })
+            tokio::spawn(async move { send_json(app(), post("/v1/chat/completions", &body)).await })
         })
         .collect();
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let start = Instant::now();
-    let (s, _) = send(app(), get("/health")).await;
-    let health = start.elapsed();
-    assert_eq!(s, StatusCode::OK);
+    let health = tokio::time::timeout(Duration::from_secs(30), send(app(), get("/health")))
+        .await
+        .expect("/health stalled behind large bodies");
+    assert_eq!(health.0, StatusCode::OK);
     for t in tasks {
-        let (s, took) = t.await.unwrap();
-        // Over the context: refused once tokenized.
-        assert_eq!(s, StatusCode::BAD_REQUEST);
-        assert!(
-            took > health * 2,
-            "parsing took {took:?}, /health {health:?}"
-        );
+        let (s, v) = t.await.unwrap();
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+        assert_eq!(v["error"]["code"], "context_length_exceeded", "{v}");
     }
-    assert!(
-        health < Duration::from_millis(500),
-        "/health took {health:?}"
-    );
 }
 
 #[tokio::test]
