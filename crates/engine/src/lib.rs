@@ -5,6 +5,7 @@
 //! `Drafter` trait and verification through its pure functions; it alone commits to a
 //! sequence's cache.
 
+pub mod beam;
 pub mod budget;
 mod engine;
 mod generation;
