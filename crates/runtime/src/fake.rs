@@ -35,6 +35,10 @@ struct Eos {
 pub struct FakeTarget {
     config: ModelConfig,
     eos: Option<Eos>,
+    /// Mixed into the noise (`noise_salt`) or into everything (`salt`): another model over
+    /// the same vocabulary, for drafts that agree in part or not at all.
+    noise_salt: u64,
+    salt: u64,
 }
 
 impl FakeTarget {
@@ -44,6 +48,8 @@ impl FakeTarget {
         FakeTarget {
             config: ModelConfig::without_layers("fake", vocab, context_length),
             eos: None,
+            noise_salt: 0,
+            salt: 0,
         }
     }
 
@@ -56,6 +62,19 @@ impl FakeTarget {
             "eos outside the vocabulary"
         );
         self.eos = Some(Eos { token, after });
+        self
+    }
+
+    /// The same favourites with other noise: a draft that often agrees on the best token
+    /// and rarely on the rest of the order.
+    pub fn with_noise_salt(mut self, salt: u64) -> Self {
+        self.noise_salt = salt;
+        self
+    }
+
+    /// Another model altogether over the same vocabulary (a bad draft).
+    pub fn with_salt(mut self, salt: u64) -> Self {
+        self.salt = salt;
         self
     }
 
@@ -75,7 +94,7 @@ impl FakeTarget {
     /// Appends `path`'s logits to `out`.
     fn logits_into(&self, path: &[u32], out: &mut Vec<f32>) {
         let vocab = self.config.vocab as u64;
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ self.salt;
         for &t in path.iter().rev().take(WINDOW) {
             h = (h ^ u64::from(t)).wrapping_mul(0x0100_0000_01b3);
         }
@@ -100,7 +119,8 @@ impl FakeTarget {
             }
         }
         out.extend((0..vocab).map(|i| {
-            let x = (h ^ i.wrapping_mul(0x9E37_79B9_7F4A_7C15)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            let x = (h ^ self.noise_salt ^ i.wrapping_mul(0x9E37_79B9_7F4A_7C15))
+                .wrapping_mul(0xBF58_476D_1CE4_E5B9);
             let mut v = (x >> 40) as f32 / (1u64 << 24) as f32 * NOISE;
             if i as u32 == favourite {
                 v += FAVOURITE;

@@ -8,6 +8,7 @@
 //! given logits that are bit-identical to plain decoding's (the runtime guarantees that),
 //! the emitted tokens are exactly those of plain decoding, greedy or seeded sampling alike.
 
+pub mod beam;
 mod relaxed;
 mod rng;
 mod rule;

@@ -157,8 +157,13 @@ mod tests {
 
     #[test]
     fn shared_prefixes_and_duplicates() {
-        let c = Catalogue::new(vec![vec![1, 2, 9], vec![1, 3, 9], vec![1, 2, 9], vec![4, 5, 6, 9]])
-            .unwrap();
+        let c = Catalogue::new(vec![
+            vec![1, 2, 9],
+            vec![1, 3, 9],
+            vec![1, 2, 9],
+            vec![4, 5, 6, 9],
+        ])
+        .unwrap();
         assert_eq!(c.len(), 3);
         assert_eq!(c.entry_of_given(2), 0);
         assert_eq!(c.entry_of_given(3), 2);

@@ -1,0 +1,250 @@
+//! The draft's side of a round: constrained beam search with N beams for gamma steps from
+//! the target's live beams, batched over every search that drafts this round.
+
+use specdec_runtime::{Node, SeqInput, Target, Want};
+use specdec_verify::beam::{
+    log_normaliser, log_sum_exp, sample_without_replacement, top_k, Candidate,
+};
+
+use super::search::Search;
+use super::side::Side;
+use super::{Catalogue, TrieNode};
+use crate::EngineError;
+
+/// A drafted (beam, token) pair.
+pub(crate) struct DNode {
+    /// The live beam it descends from.
+    pub beam: usize,
+    /// Its parent draft node (`None`: the beam itself).
+    pub parent: Option<usize>,
+    pub token: u32,
+    pub trie: TrieNode,
+    /// The draft's cumulative log-probability (from the beam's target score).
+    pub score: f64,
+    pub step: usize,
+    /// The draft's state after this token (`None` for an end token: nothing follows).
+    pub side: Option<Side>,
+}
+
+/// What one search drafted this round.
+pub(crate) struct DraftTree {
+    /// Per live beam, the draft's state after the beam and its forced extra tokens.
+    pub roots: Vec<Side>,
+    pub nodes: Vec<DNode>,
+}
+
+/// A side that drafts from at some step: a beam's root or a draft node.
+#[derive(Clone, Copy)]
+enum From {
+    Root(usize),
+    Node(usize),
+}
+
+/// Counts of the draft forwards, for the caller's statistics.
+pub(crate) struct DraftWork {
+    pub forwards: usize,
+    /// Per search, the rows it put in them.
+    pub rows: Vec<usize>,
+    /// Per draft forward, its rows.
+    pub sizes: Vec<usize>,
+}
+
+/// Drafts `plans[s] = (n, gamma)` for each search (gamma 0: none) and returns the trees.
+pub(crate) fn draft_round(
+    draft: &dyn Target,
+    cat: &Catalogue,
+    searches: &mut [&mut Search],
+    plans: &[(usize, usize)],
+) -> Result<(Vec<Option<DraftTree>>, DraftWork), EngineError> {
+    let mut trees: Vec<Option<DraftTree>> = searches
+        .iter()
+        .zip(plans)
+        .map(|(s, &(_, gamma))| {
+            (gamma > 0).then(|| DraftTree {
+                roots: s
+                    .live
+                    .iter()
+                    .map(|b| {
+                        b.draft
+                            .as_ref()
+                            .expect("a drafting search keeps draft sides")
+                            .advanced(&b.target.extra)
+                    })
+                    .collect(),
+                nodes: Vec::new(),
+            })
+        })
+        .collect();
+    let mut work = DraftWork {
+        forwards: 0,
+        rows: vec![0; searches.len()],
+        sizes: Vec::new(),
+    };
+    let max_gamma = plans.iter().map(|p| p.1).max().unwrap_or(0);
+    for step in 0..max_gamma {
+        // Who drafts from where this step.
+        let frontiers: Vec<Vec<From>> = trees
+            .iter()
+            .zip(plans)
+            .map(|(t, &(_, gamma))| match t {
+                Some(t) if step < gamma => frontier(t, step),
+                _ => Vec::new(),
+            })
+            .collect();
+        forward_frontiers(draft, &mut trees, &frontiers, step, &mut work)?;
+        for (s, search) in searches.iter_mut().enumerate() {
+            let Some(tree) = trees[s].as_mut() else {
+                continue;
+            };
+            if frontiers[s].is_empty() {
+                continue;
+            }
+            expand(tree, &frontiers[s], search, cat, plans[s].0, step);
+        }
+    }
+    Ok((trees, work))
+}
+
+fn frontier(t: &DraftTree, step: usize) -> Vec<From> {
+    if step == 0 {
+        return (0..t.roots.len()).map(From::Root).collect();
+    }
+    (0..t.nodes.len())
+        .filter(|&i| t.nodes[i].step == step - 1 && t.nodes[i].side.is_some())
+        .map(From::Node)
+        .collect()
+}
+
+fn side(t: &DraftTree, f: From) -> &Side {
+    match f {
+        From::Root(b) => &t.roots[b],
+        From::Node(i) => t.nodes[i].side.as_ref().expect("frontier nodes have sides"),
+    }
+}
+
+/// One draft forward of every frontier side (of the searches drafting at `step`) whose
+/// next logits are unknown.
+fn forward_frontiers(
+    draft: &dyn Target,
+    trees: &mut [Option<DraftTree>],
+    frontiers: &[Vec<From>],
+    step: usize,
+    work: &mut DraftWork,
+) -> Result<(), EngineError> {
+    let mut sides: Vec<&mut Side> = Vec::new();
+    for (s, t) in trees.iter_mut().enumerate() {
+        let Some(t) = t.as_mut() else { continue };
+        if frontiers[s].is_empty() {
+            continue;
+        }
+        let before = sides.len();
+        if step == 0 {
+            sides.extend(t.roots.iter_mut().filter(|x| x.ahead.is_empty()));
+        } else {
+            sides.extend(
+                t.nodes
+                    .iter_mut()
+                    .filter(|n| n.step + 1 == step)
+                    .filter_map(|n| n.side.as_mut())
+                    .filter(|x| x.ahead.is_empty()),
+            );
+        }
+        work.rows[s] += sides[before..]
+            .iter()
+            .map(|x| x.pending.len())
+            .sum::<usize>();
+    }
+    if sides.is_empty() {
+        return Ok(());
+    }
+    let chains: Vec<Vec<Node>> = sides.iter().map(|x| Node::chain(&x.pending)).collect();
+    let logits = {
+        let mut inputs: Vec<SeqInput<'_>> = sides
+            .iter_mut()
+            .zip(&chains)
+            .map(|(x, nodes)| SeqInput {
+                seq: &mut x.seq,
+                nodes,
+                want: Want::Last,
+            })
+            .collect();
+        draft.forward(&mut inputs)?
+    };
+    work.forwards += 1;
+    work.sizes.push(chains.iter().map(Vec::len).sum());
+    for (x, l) in sides.iter_mut().zip(&logits) {
+        x.absorb(l)?;
+    }
+    Ok(())
+}
+
+/// The step's N draft beams over the frontier: the best N by the draft's cumulative
+/// log-probability (strict), or N sampled without replacement from the draft's
+/// catalogue-constrained distribution (relaxed).
+fn expand(
+    tree: &mut DraftTree,
+    frontier: &[From],
+    search: &mut Search,
+    cat: &Catalogue,
+    n: usize,
+    step: usize,
+) {
+    let relaxed = search.rng.is_some();
+    let mut cands = Vec::new();
+    let mut parents: Vec<(From, usize, TrieNode)> = Vec::new();
+    for (fi, &from) in frontier.iter().enumerate() {
+        let (beam, score, trie) = match from {
+            From::Root(b) => (
+                b,
+                search.live[b].score,
+                search.live[b].trie_after_extra(cat),
+            ),
+            From::Node(i) => (tree.nodes[i].beam, tree.nodes[i].score, tree.nodes[i].trie),
+        };
+        parents.push((from, beam, trie));
+        let row = side(tree, from).ahead[0].get();
+        let kids = cat.children(trie);
+        let norm = if relaxed {
+            log_sum_exp(kids.iter().map(|&(t, _)| row[t as usize] as f64))
+        } else {
+            log_normaliser(row)
+        };
+        for &(t, _) in kids {
+            cands.push(Candidate {
+                parent: fi,
+                token: t,
+                score: score + (row[t as usize] as f64 - norm),
+            });
+        }
+    }
+    let picks = match search.rng.as_mut() {
+        Some(rng) => {
+            let w: Vec<f64> = cands.iter().map(|c| c.score).collect();
+            sample_without_replacement(&w, n, rng)
+        }
+        None => top_k(&cands, n, |_| &[]),
+    };
+    for i in picks {
+        let c = cands[i];
+        let (from, beam, trie) = parents[c.parent];
+        let child = cat
+            .child(trie, c.token)
+            .expect("candidates follow the trie");
+        let side = cat
+            .ends_entry(child)
+            .is_none()
+            .then(|| side(tree, from).advanced(&[c.token]));
+        tree.nodes.push(DNode {
+            beam,
+            parent: match from {
+                From::Root(_) => None,
+                From::Node(p) => Some(p),
+            },
+            token: c.token,
+            trie: child,
+            score: c.score,
+            step,
+            side,
+        });
+    }
+}

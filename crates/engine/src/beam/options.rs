@@ -1,0 +1,143 @@
+//! What a beam search is asked to do and what it reports.
+
+/// How drafted beam steps are verified.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum BeamVerify {
+    /// A step is kept only when all K of the target's best (beam, token) pairs were
+    /// drafted: the list equals plain beam search's, items and scores, bit for bit.
+    Strict,
+    /// AtSpeed's relaxed sampling verification, seeded: each drafted pair is kept with
+    /// probability min(1, p/q), missing ones resampled from the residual. The list
+    /// approximates sampling K items from the target and is reported as relaxed.
+    Relaxed { seed: u64 },
+}
+
+impl BeamVerify {
+    pub fn is_relaxed(&self) -> bool {
+        matches!(self, BeamVerify::Relaxed { .. })
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            BeamVerify::Strict => "strict",
+            BeamVerify::Relaxed { .. } => "relaxed",
+        }
+    }
+}
+
+/// Speculation with a draft model.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DraftPlan {
+    pub verify: BeamVerify,
+    /// The most draft beams (N) per drafted step.
+    pub max_beams: usize,
+    /// The most drafted steps (gamma) per round.
+    pub max_steps: usize,
+    /// Choose N and gamma per round from the measured forward costs and the acceptance
+    /// seen so far (else always the maxima).
+    pub adaptive: bool,
+}
+
+impl DraftPlan {
+    pub fn new(verify: BeamVerify) -> Self {
+        DraftPlan {
+            verify,
+            max_beams: 20,
+            max_steps: 3,
+            adaptive: true,
+        }
+    }
+}
+
+/// A constrained beam search's parameters.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BeamOptions {
+    /// Beams kept and items returned.
+    pub k: usize,
+    /// Append the tokens the catalogue forces after a beam in the same forward instead of
+    /// one step each (exact: the same list and scores).
+    pub jump_forward: bool,
+    /// The most forced tokens appended after one beam in one forward.
+    pub max_forced: usize,
+    /// Speculate with the draft model given to the search.
+    pub draft: Option<DraftPlan>,
+}
+
+impl BeamOptions {
+    /// Plain constrained beam search of width `k`: the baseline.
+    pub fn plain(k: usize) -> Self {
+        BeamOptions {
+            k,
+            jump_forward: false,
+            max_forced: 32,
+            draft: None,
+        }
+    }
+
+    pub fn jump_forward(k: usize) -> Self {
+        BeamOptions {
+            jump_forward: true,
+            ..BeamOptions::plain(k)
+        }
+    }
+
+    pub fn speculative(k: usize, verify: BeamVerify) -> Self {
+        BeamOptions {
+            jump_forward: true,
+            draft: Some(DraftPlan::new(verify)),
+            ..BeamOptions::plain(k)
+        }
+    }
+
+    pub fn is_relaxed(&self) -> bool {
+        self.draft.as_ref().is_some_and(|d| d.verify.is_relaxed())
+    }
+}
+
+/// One returned item: a catalogue entry and its cumulative log-probability.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Ranked {
+    pub entry: usize,
+    /// The entry's tokens, its end token last.
+    pub tokens: Vec<u32>,
+    pub score: f64,
+}
+
+/// What a search did, counted in forwards, rows and steps.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct BeamStats {
+    /// Target forwards this search took part in (its prompt's prefill included).
+    pub target_forwards: usize,
+    /// Target rows this search put in those forwards (the prompt's included).
+    pub target_rows: usize,
+    pub prompt_tokens: usize,
+    pub draft_forwards: usize,
+    pub draft_rows: usize,
+    /// Beam steps taken (one per token position of the longest beam).
+    pub steps: usize,
+    /// Verification rounds (target forwards after the prefill, and free rounds).
+    pub rounds: usize,
+    /// Rounds with drafted steps, and the drafted steps they accepted.
+    pub drafted_rounds: usize,
+    pub accepted_steps: usize,
+    pub relaxed: bool,
+}
+
+impl BeamStats {
+    /// Accepted drafted steps per drafted round.
+    pub fn accepted_per_round(&self) -> f64 {
+        self.accepted_steps as f64 / self.drafted_rounds.max(1) as f64
+    }
+
+    /// Target forwards after the prompt's.
+    pub fn decode_forwards(&self) -> usize {
+        self.target_forwards.saturating_sub(1)
+    }
+}
+
+/// A finished search: the K best items, best first, and its statistics.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BeamOutput {
+    pub items: Vec<Ranked>,
+    pub stats: BeamStats,
+}

@@ -1,0 +1,354 @@
+//! The beam search loop: prefill, then rounds of (draft, one target forward over every
+//! search's trees, verification) until every search is done. Several requests' searches
+//! share each forward.
+
+use std::time::Instant;
+
+use specdec_runtime::{Node, SeqInput, Target, Want};
+
+use super::cost::RowCost;
+use super::draft::{draft_round, DraftTree};
+use super::round::{verify_round, RoundInput};
+use super::search::{Beam, Search};
+use super::side::{Row, Side};
+use super::tree::BeamTree;
+use super::{BeamOptions, BeamOutput, Catalogue};
+use crate::EngineError;
+
+/// A draft row's cost relative to a target row's until both are measured.
+const DRAFT_SHARE: f64 = 0.3;
+/// Rounds without drafting after which one drafted step is tried again.
+const PROBE_EVERY: usize = 16;
+
+/// Runs constrained beam searches on a target (and a draft, to speculate), learning the
+/// forward costs and the draft's acceptance across the searches it runs.
+pub struct BeamRunner<'a> {
+    target: &'a dyn Target,
+    draft: Option<&'a dyn Target>,
+    target_cost: RowCost,
+    draft_cost: RowCost,
+    /// Drafted steps offered and accepted (decayed), for choosing gamma.
+    offered: f64,
+    taken: f64,
+    since_drafted: usize,
+}
+
+impl<'a> BeamRunner<'a> {
+    /// A runner; a draft must share the target's vocabulary.
+    pub fn new(target: &'a dyn Target, draft: Option<&'a dyn Target>) -> Result<Self, EngineError> {
+        if let Some(d) = draft {
+            let (dv, tv) = (d.config().vocab, target.config().vocab);
+            if dv != tv {
+                return Err(EngineError::InvalidRequest(format!(
+                    "the draft model has {dv} tokens and the target {tv}: a draft must share the target's vocabulary"
+                )));
+            }
+        }
+        Ok(BeamRunner {
+            target,
+            draft,
+            target_cost: RowCost::default(),
+            draft_cost: RowCost::default(),
+            offered: 0.0,
+            taken: 0.0,
+            since_drafted: 0,
+        })
+    }
+
+    /// Ignores timings (gamma follows acceptance alone), so runs are reproducible.
+    pub fn frozen(mut self) -> Self {
+        self.target_cost = RowCost::frozen();
+        self.draft_cost = RowCost::frozen();
+        self
+    }
+
+    /// The K best catalogue entries after each prompt, best first.
+    pub fn run(
+        &mut self,
+        cat: &Catalogue,
+        prompts: &[Vec<u32>],
+        opts: &BeamOptions,
+    ) -> Result<Vec<BeamOutput>, EngineError> {
+        self.check(cat, prompts, opts)?;
+        let mut searches = self.prefill(prompts, opts)?;
+        while searches.iter().any(|s| !s.is_done()) {
+            let mut active: Vec<&mut Search> =
+                searches.iter_mut().filter(|s| !s.is_done()).collect();
+            self.round(cat, &mut active)?;
+        }
+        Ok(searches.into_iter().map(Search::into_output).collect())
+    }
+
+    fn check(
+        &self,
+        cat: &Catalogue,
+        prompts: &[Vec<u32>],
+        opts: &BeamOptions,
+    ) -> Result<(), EngineError> {
+        let bad = |m: String| Err(EngineError::InvalidRequest(m));
+        if opts.k == 0 {
+            return bad("k must be at least 1".into());
+        }
+        if cat.is_empty() {
+            return bad("the catalogue is empty".into());
+        }
+        if opts.draft.is_some() && self.draft.is_none() {
+            return bad("speculative beam search needs a draft model".into());
+        }
+        if let Some(d) = &opts.draft {
+            if d.max_beams == 0 {
+                return bad("the draft needs at least one beam".into());
+            }
+        }
+        let vocab = self.target.config().vocab as u32;
+        let longest = (0..cat.len())
+            .map(|e| cat.entry(e).len())
+            .max()
+            .unwrap_or(0);
+        if let Some(t) = (0..cat.len())
+            .flat_map(|e| cat.entry(e))
+            .find(|&&t| t >= vocab)
+        {
+            return bad(format!(
+                "catalogue token {t} is outside the model's vocabulary of {vocab}"
+            ));
+        }
+        let limit = self.target.config().context_length;
+        for p in prompts {
+            if p.is_empty() {
+                return bad("a prompt needs at least one token".into());
+            }
+            if let Some(&t) = p.iter().find(|&&t| t >= vocab) {
+                return bad(format!(
+                    "prompt token {t} is outside the model's vocabulary of {vocab}"
+                ));
+            }
+            // Room for the longest entry, forced tokens and a draft tree past it.
+            if p.len() + longest + 2 * opts.max_forced.max(8) > limit {
+                return Err(EngineError::ContextOverflow {
+                    prompt: p.len(),
+                    max_tokens: longest,
+                    limit,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Every prompt through the target (and the draft when speculating) in one forward.
+    fn prefill(
+        &mut self,
+        prompts: &[Vec<u32>],
+        opts: &BeamOptions,
+    ) -> Result<Vec<Search>, EngineError> {
+        let target = prefill_on(self.target, prompts)?;
+        let mut draft: Vec<Option<Side>> = vec![None; prompts.len()];
+        if opts.draft.is_some() {
+            let d = self.draft.expect("checked");
+            draft = prefill_on(d, prompts)?.into_iter().map(Some).collect();
+        }
+        Ok(target
+            .into_iter()
+            .zip(draft)
+            .zip(prompts)
+            .map(|((t, d), p)| {
+                let root = Beam {
+                    tokens: Vec::new(),
+                    trie: Catalogue::ROOT,
+                    score: 0.0,
+                    target: t,
+                    draft: d,
+                };
+                let mut s = Search::new(opts.clone(), root, p.len());
+                s.stats.target_forwards = 1;
+                s.stats.target_rows = p.len();
+                if opts.draft.is_some() {
+                    s.stats.draft_forwards = 1;
+                    s.stats.draft_rows = p.len();
+                }
+                s
+            })
+            .collect())
+    }
+
+    fn round(&mut self, cat: &Catalogue, active: &mut [&mut Search]) -> Result<(), EngineError> {
+        let plans: Vec<(usize, usize)> = active.iter().map(|s| self.plan(s)).collect();
+        let drafted: Vec<Option<DraftTree>> = if plans.iter().any(|p| p.1 > 0) {
+            let d = self.draft.expect("drafting searches were checked");
+            let started = Instant::now();
+            let (trees, work) = draft_round(d, cat, active, &plans)?;
+            if work.forwards > 0 {
+                let per = started.elapsed().as_secs_f64() * 1e3 / work.forwards as f64;
+                for &rows in &work.sizes {
+                    self.draft_cost.observe(rows, per);
+                }
+            }
+            for (s, search) in active.iter_mut().enumerate() {
+                if plans[s].1 > 0 {
+                    search.stats.draft_forwards += plans[s].1;
+                    search.stats.draft_rows += work.rows[s];
+                }
+            }
+            trees
+        } else {
+            active.iter().map(|_| None).collect()
+        };
+        let mut trees: Vec<Vec<BeamTree>> = active
+            .iter()
+            .enumerate()
+            .map(|(s, search)| {
+                let forced = if search.opts.jump_forward {
+                    search.opts.max_forced
+                } else {
+                    0
+                };
+                search
+                    .live
+                    .iter()
+                    .enumerate()
+                    .map(|(b, beam)| BeamTree::build(beam, b, drafted[s].as_ref(), cat, forced))
+                    .collect()
+            })
+            .collect();
+        self.forward_trees(active, &mut trees)?;
+        for (s, search) in active.iter_mut().enumerate() {
+            let input = RoundInput {
+                trees: &trees[s],
+                drafted: drafted[s].as_ref(),
+                cat,
+            };
+            let steps = verify_round(search, &input)?;
+            search.stats.rounds += 1;
+            search.stats.steps += steps;
+            let gamma = plans[s].1;
+            if gamma > 0 {
+                search.stats.drafted_rounds += 1;
+                let won = (steps - 1).min(gamma);
+                search.stats.accepted_steps += won;
+                self.offered = 0.99 * self.offered + gamma as f64;
+                self.taken = 0.99 * self.taken + won as f64;
+            }
+        }
+        Ok(())
+    }
+
+    /// One target forward of every non-empty tree, each node's logits kept.
+    fn forward_trees(
+        &mut self,
+        active: &mut [&mut Search],
+        trees: &mut [Vec<BeamTree>],
+    ) -> Result<(), EngineError> {
+        let mut inputs: Vec<SeqInput<'_>> = Vec::new();
+        let mut owners = Vec::new();
+        for (s, (search, ts)) in active.iter_mut().zip(trees.iter()).enumerate() {
+            let mut rows = 0;
+            for (b, (beam, tree)) in search.live.iter_mut().zip(ts).enumerate() {
+                if tree.nodes.is_empty() {
+                    continue;
+                }
+                rows += tree.nodes.len();
+                owners.push((s, b));
+                inputs.push(SeqInput {
+                    seq: &mut beam.target.seq,
+                    nodes: &tree.nodes,
+                    want: Want::All,
+                });
+            }
+            if rows > 0 {
+                search.stats.target_forwards += 1;
+                search.stats.target_rows += rows;
+            }
+        }
+        if inputs.is_empty() {
+            return Ok(());
+        }
+        let rows: usize = inputs.iter().map(|i| i.nodes.len()).sum();
+        let started = Instant::now();
+        let logits = self.target.forward(&mut inputs)?;
+        self.target_cost
+            .observe(rows, started.elapsed().as_secs_f64() * 1e3);
+        drop(inputs);
+        for ((s, b), l) in owners.into_iter().zip(logits) {
+            trees[s][b].logits = Some(l);
+        }
+        Ok(())
+    }
+
+    /// N and gamma for a search's next round: the gamma (0 to the plan's most) with the
+    /// most expected beam steps per millisecond, from the acceptance seen so far and the
+    /// measured costs of the target's and the draft's forwards.
+    fn plan(&mut self, search: &Search) -> (usize, usize) {
+        let Some(plan) = search.opts.draft.as_ref() else {
+            return (0, 0);
+        };
+        let n = plan.max_beams;
+        if !plan.adaptive {
+            return (n, plan.max_steps);
+        }
+        let a = (self.taken + 1.0) / (self.offered + 2.0);
+        let base_rows: usize = search
+            .live
+            .iter()
+            .map(|b| b.target.pending.len())
+            .sum::<usize>()
+            .max(1);
+        let one = self.target_cost.ms(1).unwrap_or(1.0);
+        let draft_one = self.draft_cost.ms(1).unwrap_or(one * DRAFT_SHARE);
+        let mut best = (0, 0.0);
+        for g in 0..=plan.max_steps {
+            let expected: f64 = (0..=g).map(|i| a.powi(i as i32)).sum();
+            let target = self.target_cost.estimate(base_rows + g * n, one);
+            let draft = if g == 0 {
+                0.0
+            } else {
+                self.draft_cost.estimate(search.live.len(), draft_one)
+                    + (g - 1) as f64 * self.draft_cost.estimate(n, draft_one)
+            };
+            let value = expected / (target + draft);
+            if value > best.1 {
+                best = (g, value);
+            }
+        }
+        let mut gamma = best.0;
+        if gamma == 0 {
+            self.since_drafted += 1;
+            if self.since_drafted >= PROBE_EVERY {
+                gamma = 1;
+            }
+        }
+        if gamma > 0 {
+            self.since_drafted = 0;
+        }
+        (n, gamma)
+    }
+}
+
+/// Prefills each prompt as one chain on `model`; each side's cache holds its prompt and
+/// the next token's logits are known. (Not timed: a prefill's cost says nothing about a
+/// round's.)
+fn prefill_on(model: &dyn Target, prompts: &[Vec<u32>]) -> Result<Vec<Side>, EngineError> {
+    let mut seqs: Vec<_> = prompts.iter().map(|_| model.new_sequence()).collect();
+    let chains: Vec<Vec<Node>> = prompts.iter().map(|p| Node::chain(p)).collect();
+    let logits = {
+        let mut inputs: Vec<SeqInput<'_>> = seqs
+            .iter_mut()
+            .zip(&chains)
+            .map(|(seq, nodes)| SeqInput {
+                seq,
+                nodes,
+                want: Want::Last,
+            })
+            .collect();
+        model.forward(&mut inputs)?
+    };
+    seqs.into_iter()
+        .zip(logits)
+        .zip(prompts)
+        .map(|((mut seq, l), p)| {
+            seq.commit_all()?;
+            let mut side = Side::new(seq, Vec::new());
+            side.ahead.push_back(Row::new(&l, p.len() - 1));
+            Ok(side)
+        })
+        .collect()
+}

@@ -1,0 +1,90 @@
+//! One request's beam search state: its live beams, its finished items and when it stops.
+
+use specdec_verify::Rng;
+
+use super::side::Side;
+use super::{BeamOptions, BeamOutput, BeamStats, Catalogue, Ranked, TrieNode};
+
+/// A live beam: the catalogue tokens written so far, the trie node they reach, their
+/// cumulative log-probability, and the beam's state on the target and the draft.
+#[derive(Clone)]
+pub(crate) struct Beam {
+    pub tokens: Vec<u32>,
+    pub trie: TrieNode,
+    pub score: f64,
+    pub target: Side,
+    pub draft: Option<Side>,
+}
+
+impl Beam {
+    /// The trie node after the forced tokens the target's cache already holds.
+    pub fn trie_after_extra(&self, cat: &Catalogue) -> TrieNode {
+        self.target.extra.iter().fold(self.trie, |n, &t| {
+            cat.child(n, t).expect("extra tokens follow the trie")
+        })
+    }
+}
+
+/// One request's search.
+pub(crate) struct Search {
+    pub(crate) opts: BeamOptions,
+    pub(crate) live: Vec<Beam>,
+    pub(crate) finished: Vec<Ranked>,
+    pub(crate) stats: BeamStats,
+    pub(crate) rng: Option<Rng>,
+}
+
+impl Search {
+    pub(crate) fn new(opts: BeamOptions, root: Beam, prompt_tokens: usize) -> Self {
+        let rng = match opts.draft.as_ref().map(|d| d.verify) {
+            Some(super::BeamVerify::Relaxed { seed }) => Some(Rng::new(seed)),
+            _ => None,
+        };
+        let relaxed = opts.is_relaxed();
+        Search {
+            opts,
+            live: vec![root],
+            finished: Vec::new(),
+            stats: BeamStats {
+                prompt_tokens,
+                relaxed,
+                ..BeamStats::default()
+            },
+            rng,
+        }
+    }
+
+    /// Done once no beam is live, or K finished items score at least as well as every
+    /// live beam (scores only fall as beams grow, so none of them could still enter).
+    pub(crate) fn is_done(&self) -> bool {
+        let k = self.opts.k;
+        if self.live.is_empty() {
+            return true;
+        }
+        if self.finished.len() < k {
+            return false;
+        }
+        let kth = self.kth_finished();
+        self.live.iter().all(|b| b.score <= kth)
+    }
+
+    fn kth_finished(&self) -> f64 {
+        let mut scores: Vec<f64> = self.finished.iter().map(|r| r.score).collect();
+        scores.sort_by(|a, b| b.total_cmp(a));
+        scores[self.opts.k - 1]
+    }
+
+    /// The K best finished items, best first (ties by lower token ids), and the stats.
+    pub(crate) fn into_output(mut self) -> BeamOutput {
+        self.finished.sort_by(|a, b| {
+            b.score
+                .total_cmp(&a.score)
+                .then_with(|| a.tokens.cmp(&b.tokens))
+        });
+        self.finished.truncate(self.opts.k);
+        BeamOutput {
+            items: self.finished,
+            stats: self.stats,
+        }
+    }
+}

@@ -1,0 +1,156 @@
+//! The nodes one beam puts in a target forward: its pending tokens, the draft's beams
+//! below it and the tokens the catalogue forces after them.
+
+use std::collections::HashMap;
+
+use specdec_runtime::{Logits, Node};
+
+use super::draft::DraftTree;
+use super::search::Beam;
+use super::{Catalogue, TrieNode};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// A token of the beam the cache has not seen yet.
+    Pending,
+    /// The draft's node with this index.
+    Drafted(usize),
+    /// The catalogue's only continuation (jump-forward).
+    Forced,
+}
+
+/// One beam's share of a target forward.
+///
+/// Positions: `None` is the beam itself when it has no pending tokens (its logits are
+/// known ahead); with pending tokens the beam is at its last pending node.
+pub(crate) struct BeamTree {
+    pub nodes: Vec<Node>,
+    pub kind: Vec<Kind>,
+    /// The trie node each node's token leads to.
+    pub trie: Vec<TrieNode>,
+    kids: HashMap<(Option<usize>, u32), usize>,
+    pub logits: Option<Logits>,
+}
+
+impl BeamTree {
+    /// The beam's pending tokens, the draft nodes hanging below it (end tokens left out:
+    /// they need no logits), and with `forced` > 0 the catalogue's forced tokens after
+    /// every leaf, at most `forced` each.
+    pub fn build(
+        beam: &Beam,
+        beam_index: usize,
+        draft: Option<&DraftTree>,
+        cat: &Catalogue,
+        forced: usize,
+    ) -> BeamTree {
+        let mut t = BeamTree {
+            nodes: Vec::new(),
+            kind: Vec::new(),
+            trie: Vec::new(),
+            kids: HashMap::new(),
+            logits: None,
+        };
+        let pending = &beam.target.pending;
+        for (i, &tok) in pending.iter().enumerate() {
+            // Only the last pending node is a position of the beam; its trie node is the
+            // beam's.
+            t.push(tok, i.checked_sub(1), Kind::Pending, beam.trie);
+        }
+        let anchor = pending.len().checked_sub(1);
+        let anchor_trie = if anchor.is_some() {
+            beam.trie
+        } else {
+            beam.trie_after_extra(cat)
+        };
+        if let Some(d) = draft {
+            let mut at: Vec<Option<usize>> = vec![None; d.nodes.len()];
+            for (i, n) in d.nodes.iter().enumerate() {
+                if n.beam != beam_index || n.side.is_none() {
+                    continue;
+                }
+                let parent = match n.parent {
+                    None => anchor,
+                    Some(p) => match at[p] {
+                        Some(idx) => Some(idx),
+                        None => continue,
+                    },
+                };
+                at[i] = Some(t.push(n.token, parent, Kind::Drafted(i), n.trie));
+            }
+        }
+        if forced > 0 {
+            let mut leaves: Vec<(Option<usize>, TrieNode)> = Vec::new();
+            if !t.has_kids(anchor) {
+                leaves.push((anchor, anchor_trie));
+            }
+            for i in 0..t.nodes.len() {
+                if t.kind[i] != Kind::Pending && !t.has_kids(Some(i)) {
+                    leaves.push((Some(i), t.trie[i]));
+                }
+            }
+            for (mut at, trie) in leaves {
+                let mut node = trie;
+                for tok in cat.forced(trie).into_iter().take(forced) {
+                    node = cat.child(node, tok).expect("forced tokens follow the trie");
+                    at = Some(t.push(tok, at, Kind::Forced, node));
+                }
+            }
+        }
+        t
+    }
+
+    fn push(&mut self, token: u32, parent: Option<usize>, kind: Kind, trie: TrieNode) -> usize {
+        let i = self.nodes.len();
+        self.nodes.push(Node {
+            token,
+            parent: parent.map(|p| p as u32),
+        });
+        self.kind.push(kind);
+        self.trie.push(trie);
+        if kind != Kind::Pending {
+            self.kids.insert((parent, token), i);
+        }
+        i
+    }
+
+    fn has_kids(&self, at: Option<usize>) -> bool {
+        let n = self.nodes.len();
+        (0..n).any(|i| {
+            self.kind[i] != Kind::Pending && self.nodes[i].parent.map(|p| p as usize) == at
+        })
+    }
+
+    /// The node `token` leads to from position `at`, if it is in the tree.
+    pub fn child(&self, at: Option<usize>, token: u32) -> Option<usize> {
+        self.kids.get(&(at, token)).copied()
+    }
+
+    /// The only node below `i` when it is a forced one.
+    pub fn forced_kid(&self, i: usize) -> Option<usize> {
+        let mut kids =
+            (i + 1..self.nodes.len()).filter(|&j| self.nodes[j].parent == Some(i as u32));
+        match (kids.next(), kids.next()) {
+            (Some(j), None) if self.kind[j] == Kind::Forced => Some(j),
+            _ => None,
+        }
+    }
+
+    /// Node indices from a root down to `i`.
+    pub fn chain(&self, i: usize) -> Vec<usize> {
+        let mut path = vec![i];
+        let mut at = i;
+        while let Some(p) = self.nodes[at].parent {
+            at = p as usize;
+            path.push(at);
+        }
+        path.reverse();
+        path
+    }
+
+    pub fn row(&self, i: usize) -> &[f32] {
+        self.logits
+            .as_ref()
+            .and_then(|l| l.get(i))
+            .expect("the tree was forwarded with every node's logits")
+    }
+}
