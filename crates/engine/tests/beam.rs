@@ -32,14 +32,9 @@ fn catalogue(seed: u64, n: usize, max_len: usize) -> (Catalogue, Vec<Vec<u32>>) 
     (Catalogue::new(seqs.clone()).unwrap(), seqs)
 }
 
-/// `ln(sum(exp))` exactly as the search computes it.
+/// The log-softmax normaliser the search uses (its own bits: a vectorized f32 `exp`).
 fn lse(row: &[f32]) -> f64 {
-    let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
-    max + row
-        .iter()
-        .map(|&x| (x as f64 - max).exp())
-        .sum::<f64>()
-        .ln()
+    specdec_engine::beam::log_normaliser(row)
 }
 
 fn log_prob(t: &FakeTarget, prompt: &[u32], prefix: &[u32], token: u32) -> f64 {

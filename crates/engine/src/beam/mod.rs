@@ -22,3 +22,4 @@ pub use catalogue::{Catalogue, TrieNode};
 pub use cost::RowCost;
 pub use options::{BeamOptions, BeamOutput, BeamStats, BeamVerify, DraftPlan, Ranked};
 pub use run::BeamRunner;
+pub use specdec_verify::beam::log_normaliser;
