@@ -56,6 +56,23 @@ fn the_movielens_catalogue_has_1664_entries_for_1682_items() {
         differ.is_empty(),
         "tokenized differently with the newline: {differ:?}"
     );
+
+    // And after a real prompt: the prompt's tokens then the entry's are the tokens of the
+    // prompt with the title written after it.
+    let split = Split::leave_last_out(data);
+    let prompt = &eval_cases(data, &split, Target::Test)[0].prompt;
+    let prompt_tokens = tok.encode(prompt, false).unwrap();
+    for e in 0..cat.len() {
+        let whole = tok
+            .encode(&format!("{prompt} {}\n", cat.title(e)), false)
+            .unwrap();
+        assert_eq!(
+            whole,
+            [&prompt_tokens[..], cat.trie().entry(e)].concat(),
+            "{}",
+            cat.title(e)
+        );
+    }
 }
 
 #[test]

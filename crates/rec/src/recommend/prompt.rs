@@ -13,6 +13,17 @@
 //! (see [`users`](super::users) for which ones). The last line is the next number and its
 //! dot, with no trailing space: the space belongs to the title's first token, as in the
 //! lines above it.
+//!
+//! Wording: tried on SmolLM2-135M-Instruct, scoring the teacher-forced log-probability of
+//! the validation target's catalogue entry for users 1-200 (mean, nats): this format
+//! -21.93; the bare list without the instruction -21.85; a longer instruction naming the
+//! next number -22.06; `Watched: Title` lines ending in `Watched:` -21.91; the chat
+//! template with the titles inline and the answer starting `You will watch:` -28.03; the
+//! chat template with this list as the assistant's turn -22.27. The plain formats are
+//! within noise of each other; the instruction is kept so that an empty history still says
+//! what the list is. Unconstrained greedy decoding (`specdec generate`) writes the right
+//! shape, ` The (1991)` then `12.`, for the list formats, but a `- ` bullet after a
+//! "The next movie:" line, so that form was dropped.
 
 use crate::error::RecError;
 use crate::movielens::Dataset;
