@@ -2,6 +2,7 @@
 //! and its trie, the prompt that ends where a title starts, the evaluation users, and
 //! Recall@K / NDCG@K over the ranked lists a constrained beam search returns.
 
+mod cache;
 pub mod catalogue;
 pub mod metrics;
 pub mod prompt;
