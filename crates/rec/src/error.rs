@@ -8,6 +8,8 @@ pub enum RecError {
     #[error(transparent)]
     Workload(#[from] specdec_workloads::WorkloadError),
     #[error(transparent)]
+    Tokenizer(#[from] specdec_tokenizer::TokenizerError),
+    #[error(transparent)]
     Engine(#[from] specdec_engine::EngineError),
     #[error("{what} {path}: {source}")]
     Io {

@@ -11,6 +11,7 @@ pub mod movielens;
 pub mod prepare;
 pub mod prompts;
 pub mod quality;
+pub mod recommend;
 pub mod records;
 pub mod split;
 

