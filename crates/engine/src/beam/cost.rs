@@ -37,6 +37,11 @@ impl RowCost {
         *e = Some(e.map_or(ms, |old| 0.8 * old + 0.2 * ms));
     }
 
+    /// The milliseconds observed for forwards of exactly `rows` rows (an EMA), if any.
+    pub fn observed(&self, rows: usize) -> Option<f64> {
+        self.ms.get(rows).copied().flatten()
+    }
+
     /// The expected milliseconds of a forward over `rows` rows: interpolated between the
     /// nearest observed counts, extrapolated past the largest along the last slope, or
     /// `None` before anything was observed.

@@ -121,6 +121,13 @@ pub struct BeamStats {
     pub drafted_rounds: usize,
     pub accepted_steps: usize,
     pub relaxed: bool,
+    /// Wall time of the prompt's prefill (target and draft), of target forwards after it,
+    /// of drafting, and of verification (the forwards are shared by a batch's searches:
+    /// each counts the whole forward it was in).
+    pub prefill_ms: f64,
+    pub forward_ms: f64,
+    pub draft_ms: f64,
+    pub verify_ms: f64,
 }
 
 impl BeamStats {

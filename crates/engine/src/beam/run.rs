@@ -62,6 +62,16 @@ impl<'a> BeamRunner<'a> {
         self
     }
 
+    /// The target's forward cost as learned so far.
+    pub fn target_cost(&self) -> &RowCost {
+        &self.target_cost
+    }
+
+    /// The draft's forward cost as learned so far, when there is a draft.
+    pub fn draft_cost(&self) -> Option<&RowCost> {
+        self.draft.map(|_| &self.draft_cost)
+    }
+
     /// The K best catalogue entries after each prompt, best first.
     pub fn run(
         &mut self,
@@ -70,7 +80,12 @@ impl<'a> BeamRunner<'a> {
         opts: &BeamOptions,
     ) -> Result<Vec<BeamOutput>, EngineError> {
         self.check(cat, prompts, opts)?;
+        let started = Instant::now();
         let mut searches = self.prefill(prompts, opts)?;
+        let prefill_ms = started.elapsed().as_secs_f64() * 1e3;
+        for s in &mut searches {
+            s.stats.prefill_ms = prefill_ms;
+        }
         while searches.iter().any(|s| !s.is_done()) {
             let mut active: Vec<&mut Search> =
                 searches.iter_mut().filter(|s| !s.is_done()).collect();
@@ -183,8 +198,10 @@ impl<'a> BeamRunner<'a> {
                     self.draft_cost.observe(rows, per);
                 }
             }
+            let ms = started.elapsed().as_secs_f64() * 1e3;
             for (s, search) in active.iter_mut().enumerate() {
                 if plans[s].1 > 0 {
+                    search.stats.draft_ms += ms;
                     search.stats.draft_forwards += plans[s].1;
                     search.stats.draft_rows += work.rows[s];
                 }
@@ -212,12 +229,14 @@ impl<'a> BeamRunner<'a> {
             .collect();
         self.forward_trees(active, &mut trees)?;
         for (s, search) in active.iter_mut().enumerate() {
+            let started = Instant::now();
             let input = RoundInput {
                 trees: &trees[s],
                 drafted: drafted[s].as_ref(),
                 cat,
             };
             let steps = verify_round(search, &input)?;
+            search.stats.verify_ms += started.elapsed().as_secs_f64() * 1e3;
             search.stats.rounds += 1;
             search.stats.steps += steps;
             let gamma = plans[s].1;
@@ -265,9 +284,15 @@ impl<'a> BeamRunner<'a> {
         let rows: usize = inputs.iter().map(|i| i.nodes.len()).sum();
         let started = Instant::now();
         let logits = self.target.forward(&mut inputs)?;
-        self.target_cost
-            .observe(rows, started.elapsed().as_secs_f64() * 1e3);
+        let ms = started.elapsed().as_secs_f64() * 1e3;
+        self.target_cost.observe(rows, ms);
         drop(inputs);
+        let mut timed = vec![false; active.len()];
+        for &(s, _) in &owners {
+            if !std::mem::replace(&mut timed[s], true) {
+                active[s].stats.forward_ms += ms;
+            }
+        }
         for ((s, b), l) in owners.into_iter().zip(logits) {
             trees[s][b].logits = Some(l);
         }

@@ -6,9 +6,11 @@ mod cache;
 pub mod catalogue;
 pub mod metrics;
 pub mod prompt;
+pub mod service;
 pub mod users;
 
 pub use catalogue::ItemCatalogue;
 pub use metrics::RankingMetrics;
 pub use prompt::{prompt_for_titles, prompt_for_user};
+pub use service::{named, recommend, Recommendation, Recommended};
 pub use users::{eval_cases, EvalCase, Target};

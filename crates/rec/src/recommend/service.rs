@@ -1,0 +1,68 @@
+//! One recommendation end to end: a history becomes the prompt, constrained beam search
+//! writes the K best catalogue entries, and they come back as titles with their item ids.
+//! `specdec rec recommend` and the server's `/v1/recommend` both answer through here, so
+//! they return the same list.
+
+use serde::Serialize;
+use specdec_engine::beam::{BeamOptions, BeamOutput, BeamRunner, BeamStats};
+use specdec_tokenizer::Tokenizer;
+
+use super::{prompt_for_titles, ItemCatalogue};
+use crate::RecError;
+
+/// One recommended item.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Recommended {
+    pub title: String,
+    /// Every item id the title names (empty for a catalogue of bare titles).
+    pub item_ids: Vec<u32>,
+    /// Cumulative log-probability of the title's tokens (its newline included).
+    pub score: f64,
+}
+
+/// The K best items, best first, and how the search went.
+#[derive(Clone, Debug)]
+pub struct Recommendation {
+    pub items: Vec<Recommended>,
+    pub stats: BeamStats,
+}
+
+/// The prompt's tokens for a history, oldest first. Titles are text: special-token text in
+/// them stays text.
+pub fn history_tokens(tok: &Tokenizer, history: &[String]) -> Result<Vec<u32>, RecError> {
+    let prompt = prompt_for_titles(history);
+    tok.encode(&prompt, false)
+        .map_err(|e| RecError::Invalid(format!("the history could not be tokenized: {e}")))
+}
+
+/// Recommends after each history, all searched together.
+pub fn recommend(
+    runner: &mut BeamRunner<'_>,
+    catalogue: &ItemCatalogue,
+    tok: &Tokenizer,
+    histories: &[Vec<String>],
+    opts: &BeamOptions,
+) -> Result<Vec<Recommendation>, RecError> {
+    let prompts: Vec<Vec<u32>> = histories
+        .iter()
+        .map(|h| history_tokens(tok, h))
+        .collect::<Result<_, _>>()?;
+    let outs = runner.run(catalogue.trie(), &prompts, opts)?;
+    Ok(outs.into_iter().map(|o| named(catalogue, o)).collect())
+}
+
+/// A search's entries as titles and item ids.
+pub fn named(catalogue: &ItemCatalogue, out: BeamOutput) -> Recommendation {
+    Recommendation {
+        items: out
+            .items
+            .iter()
+            .map(|r| Recommended {
+                title: catalogue.title(r.entry).to_string(),
+                item_ids: catalogue.item_ids(r.entry).to_vec(),
+                score: r.score,
+            })
+            .collect(),
+        stats: out.stats,
+    }
+}
