@@ -30,6 +30,8 @@ pub struct BeamRunner<'a> {
     /// Drafted steps offered and accepted (decayed), for choosing gamma.
     offered: f64,
     taken: f64,
+    /// Steps per round without drafting (jump-forward alone takes more than one), an EMA.
+    free_steps: f64,
     since_drafted: usize,
 }
 
@@ -51,6 +53,7 @@ impl<'a> BeamRunner<'a> {
             draft_cost: RowCost::default(),
             offered: 0.0,
             taken: 0.0,
+            free_steps: 1.0,
             since_drafted: 0,
         })
     }
@@ -187,7 +190,7 @@ impl<'a> BeamRunner<'a> {
     }
 
     fn round(&mut self, cat: &Catalogue, active: &mut [&mut Search]) -> Result<(), EngineError> {
-        let plans: Vec<(usize, usize)> = active.iter().map(|s| self.plan(s)).collect();
+        let plans: Vec<(usize, usize)> = active.iter().map(|s| self.plan(s, cat)).collect();
         let drafted: Vec<Option<DraftTree>> = if plans.iter().any(|p| p.1 > 0) {
             let d = self.draft.expect("drafting searches were checked");
             let started = Instant::now();
@@ -240,12 +243,15 @@ impl<'a> BeamRunner<'a> {
             search.stats.rounds += 1;
             search.stats.steps += steps;
             let gamma = plans[s].1;
-            if gamma > 0 {
+            if gamma == 0 {
+                self.free_steps = 0.9 * self.free_steps + 0.1 * steps as f64;
+            } else {
                 search.stats.drafted_rounds += 1;
-                let won = (steps - 1).min(gamma);
-                search.stats.accepted_steps += won;
+                search.stats.accepted_steps += (steps - 1).min(gamma);
+                // What drafting added over a round without it (jump-forward's free steps).
+                let won = (steps as f64 - self.free_steps).clamp(0.0, gamma as f64);
                 self.offered = 0.99 * self.offered + gamma as f64;
-                self.taken = 0.99 * self.taken + won as f64;
+                self.taken = 0.99 * self.taken + won;
             }
         }
         Ok(())
@@ -301,8 +307,10 @@ impl<'a> BeamRunner<'a> {
 
     /// N and gamma for a search's next round: the gamma (0 to the plan's most) with the
     /// most expected beam steps per millisecond, from the acceptance seen so far and the
-    /// measured costs of the target's and the draft's forwards.
-    fn plan(&mut self, search: &Search) -> (usize, usize) {
+    /// measured costs of the target's and the draft's forwards. Rows are estimated as the
+    /// beams' pending tokens and forced continuations, plus N draft nodes per drafted step
+    /// each followed by as many forced tokens as a beam has on average.
+    fn plan(&mut self, search: &Search, cat: &Catalogue) -> (usize, usize) {
         let Some(plan) = search.opts.draft.as_ref() else {
             return (0, 0);
         };
@@ -311,18 +319,30 @@ impl<'a> BeamRunner<'a> {
             return (n, plan.max_steps);
         }
         let a = (self.taken + 1.0) / (self.offered + 2.0);
-        let base_rows: usize = search
+        let forced_cap = if search.opts.jump_forward {
+            search.opts.max_forced
+        } else {
+            0
+        };
+        let forced: usize = search
             .live
             .iter()
-            .map(|b| b.target.pending.len())
-            .sum::<usize>()
-            .max(1);
+            .filter(|b| b.target.ahead.len() <= 1)
+            .map(|b| cat.forced(b.trie_after_extra(cat)).len().min(forced_cap))
+            .sum();
+        let pending: usize = search.live.iter().map(|b| b.target.pending.len()).sum();
+        let per_leaf = forced as f64 / search.live.len().max(1) as f64;
         let one = self.target_cost.ms(1).unwrap_or(1.0);
         let draft_one = self.draft_cost.ms(1).unwrap_or(one * DRAFT_SHARE);
         let mut best = (0, 0.0);
         for g in 0..=plan.max_steps {
-            let expected: f64 = (0..=g).map(|i| a.powi(i as i32)).sum();
-            let target = self.target_cost.estimate(base_rows + g * n, one);
+            let expected = self.free_steps + (1..=g).map(|i| a.powi(i as i32)).sum::<f64>();
+            let rows = if g == 0 {
+                pending + forced
+            } else {
+                pending + g * n + (n as f64 * per_leaf) as usize
+            };
+            let target = self.target_cost.estimate(rows.max(1), one);
             let draft = if g == 0 {
                 0.0
             } else {
