@@ -288,3 +288,27 @@ fn relaxed_k1_samples_the_constrained_target() {
         "chi-square {chi2}: counts {counts:?}, expected {expected:?}"
     );
 }
+
+#[test]
+fn one_prefill_serves_every_mode() {
+    let t = fake();
+    let d = fake().with_noise_salt(11);
+    let (cat, _) = catalogue(21, 40, 6);
+    let mut r = BeamRunner::new(&t, Some(&d)).unwrap().frozen();
+    let pre = r.prefill(&prompts(), true).unwrap();
+    for opts in [
+        BeamOptions::plain(4),
+        BeamOptions::jump_forward(4),
+        BeamOptions::speculative(4, BeamVerify::Strict),
+    ] {
+        let fresh = run(&t, Some(&d), &cat, &prompts(), &opts);
+        let again = r.run_prefilled(&cat, &pre, &opts).unwrap();
+        for (a, b) in fresh.iter().zip(&again) {
+            assert_eq!(a.items, b.items);
+        }
+    }
+    let plain_only = r.prefill(&prompts(), false).unwrap();
+    assert!(r
+        .run_prefilled(&cat, &plain_only, &BeamOptions::speculative(4, BeamVerify::Strict))
+        .is_err());
+}

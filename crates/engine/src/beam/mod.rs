@@ -21,5 +21,5 @@ mod tree;
 pub use catalogue::{Catalogue, TrieNode};
 pub use cost::RowCost;
 pub use options::{BeamOptions, BeamOutput, BeamStats, BeamVerify, DraftPlan, Ranked};
-pub use run::BeamRunner;
+pub use run::{BeamRunner, Prefilled};
 pub use specdec_verify::beam::log_normaliser;

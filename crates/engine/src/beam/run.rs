@@ -20,6 +20,21 @@ const DRAFT_SHARE: f64 = 0.3;
 /// Rounds without drafting after which one drafted step is tried again.
 const PROBE_EVERY: usize = 16;
 
+/// Prompts prefilled on the target (and the draft): each search forks them.
+pub struct Prefilled {
+    prompts: Vec<Vec<u32>>,
+    target: Vec<Side>,
+    target_ms: f64,
+    draft: Option<(Vec<Side>, f64)>,
+}
+
+impl Prefilled {
+    /// Milliseconds the prefill took on the target, and on the draft when it ran there.
+    pub fn ms(&self) -> (f64, Option<f64>) {
+        (self.target_ms, self.draft.as_ref().map(|d| d.1))
+    }
+}
+
 /// Runs constrained beam searches on a target (and a draft, to speculate), learning the
 /// forward costs and the draft's acceptance across the searches it runs.
 pub struct BeamRunner<'a> {
@@ -83,12 +98,86 @@ impl<'a> BeamRunner<'a> {
         opts: &BeamOptions,
     ) -> Result<Vec<BeamOutput>, EngineError> {
         self.check(cat, prompts, opts)?;
-        let started = Instant::now();
-        let mut searches = self.prefill(prompts, opts)?;
-        let prefill_ms = started.elapsed().as_secs_f64() * 1e3;
-        for s in &mut searches {
-            s.stats.prefill_ms = prefill_ms;
+        let pre = self.prefill(prompts, opts.draft.is_some())?;
+        self.run_prefilled(cat, &pre, opts)
+    }
+
+    /// Every prompt through the target, and through the draft too with `draft`, in one
+    /// forward each: what [`run_prefilled`](Self::run_prefilled) searches from, as often
+    /// as asked (an evaluation compares modes from one prefill).
+    pub fn prefill(&mut self, prompts: &[Vec<u32>], draft: bool) -> Result<Prefilled, EngineError> {
+        if prompts.iter().any(|p| p.is_empty()) {
+            return Err(EngineError::InvalidRequest(
+                "a prompt needs at least one token".into(),
+            ));
         }
+        let started = Instant::now();
+        let target = prefill_on(self.target, prompts)?;
+        let target_ms = started.elapsed().as_secs_f64() * 1e3;
+        let drafted = match (draft, self.draft) {
+            (true, Some(d)) => {
+                let started = Instant::now();
+                let sides = prefill_on(d, prompts)?;
+                Some((sides, started.elapsed().as_secs_f64() * 1e3))
+            }
+            (true, None) => {
+                return Err(EngineError::InvalidRequest(
+                    "speculative beam search needs a draft model".into(),
+                ))
+            }
+            (false, _) => None,
+        };
+        Ok(Prefilled {
+            prompts: prompts.to_vec(),
+            target,
+            target_ms,
+            draft: drafted,
+        })
+    }
+
+    /// Searches from prefilled prompts (their caches are forked, so `pre` can serve again).
+    pub fn run_prefilled(
+        &mut self,
+        cat: &Catalogue,
+        pre: &Prefilled,
+        opts: &BeamOptions,
+    ) -> Result<Vec<BeamOutput>, EngineError> {
+        self.check(cat, &pre.prompts, opts)?;
+        let draft_ms = pre.draft.as_ref().map_or(0.0, |d| d.1);
+        if opts.draft.is_some() && pre.draft.is_none() {
+            return Err(EngineError::InvalidRequest(
+                "these prompts were prefilled without the draft".into(),
+            ));
+        }
+        let mut searches: Vec<Search> = pre
+            .prompts
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let draft = opts
+                    .draft
+                    .as_ref()
+                    .and(pre.draft.as_ref())
+                    .map(|d| d.0[i].clone());
+                let root = Beam {
+                    tokens: Vec::new(),
+                    trie: Catalogue::ROOT,
+                    score: 0.0,
+                    target: pre.target[i].clone(),
+                    draft,
+                };
+                let mut s = Search::new(opts.clone(), root, p.len());
+                s.stats.target_forwards = 1;
+                s.stats.target_rows = p.len();
+                s.stats.prefill_ms = pre.target_ms;
+                if opts.draft.is_some() {
+                    s.stats.draft_forwards = 1;
+                    s.stats.draft_rows = p.len();
+                    s.stats.prefill_ms += draft_ms;
+                }
+                s
+            })
+            .collect();
         while searches.iter().any(|s| !s.is_done()) {
             let mut active: Vec<&mut Search> =
                 searches.iter_mut().filter(|s| !s.is_done()).collect();
@@ -154,41 +243,6 @@ impl<'a> BeamRunner<'a> {
     }
 
     /// Every prompt through the target (and the draft when speculating) in one forward.
-    fn prefill(
-        &mut self,
-        prompts: &[Vec<u32>],
-        opts: &BeamOptions,
-    ) -> Result<Vec<Search>, EngineError> {
-        let target = prefill_on(self.target, prompts)?;
-        let mut draft: Vec<Option<Side>> = vec![None; prompts.len()];
-        if opts.draft.is_some() {
-            let d = self.draft.expect("checked");
-            draft = prefill_on(d, prompts)?.into_iter().map(Some).collect();
-        }
-        Ok(target
-            .into_iter()
-            .zip(draft)
-            .zip(prompts)
-            .map(|((t, d), p)| {
-                let root = Beam {
-                    tokens: Vec::new(),
-                    trie: Catalogue::ROOT,
-                    score: 0.0,
-                    target: t,
-                    draft: d,
-                };
-                let mut s = Search::new(opts.clone(), root, p.len());
-                s.stats.target_forwards = 1;
-                s.stats.target_rows = p.len();
-                if opts.draft.is_some() {
-                    s.stats.draft_forwards = 1;
-                    s.stats.draft_rows = p.len();
-                }
-                s
-            })
-            .collect())
-    }
-
     fn round(&mut self, cat: &Catalogue, active: &mut [&mut Search]) -> Result<(), EngineError> {
         let plans: Vec<(usize, usize)> = active.iter().map(|s| self.plan(s, cat)).collect();
         let drafted: Vec<Option<DraftTree>> = if plans.iter().any(|p| p.1 > 0) {
