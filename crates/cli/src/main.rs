@@ -4,6 +4,7 @@ mod bench;
 mod common;
 mod data_cmd;
 mod draft_args;
+mod draft_cmd;
 mod generate;
 mod model_cmd;
 mod oracle;
@@ -33,6 +34,11 @@ enum Command {
     Model {
         #[command(subcommand)]
         command: model_cmd::ModelCommand,
+    },
+    /// Draft models for speculative decoding (a self-draft of the target's first layers).
+    Draft {
+        #[command(subcommand)]
+        command: draft_cmd::DraftCommand,
     },
     /// Benchmarks: forward cost curve, or a workload of prompts.
     Bench(bench::BenchArgs),
@@ -73,6 +79,7 @@ fn main() {
     let result = match cli.command {
         Command::Generate(args) => generate::run(args),
         Command::Model { command } => model_cmd::run(command),
+        Command::Draft { command } => draft_cmd::run(command),
         Command::Bench(args) => bench::run(args),
         Command::Data { command } => data_cmd::run(command),
         Command::Serve(args) => serve::run(args),

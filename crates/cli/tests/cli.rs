@@ -88,6 +88,41 @@ fn model_info_describes_the_default_model() {
 }
 
 #[test]
+fn draft_self_writes_a_truncated_model() {
+    let out = temp_file("self-draft-2.gguf", b"");
+    let o = specdec(&[
+        "draft",
+        "self",
+        "--layers",
+        "2",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        said.contains("2 layers") && said.contains("bytes"),
+        "{said}"
+    );
+    let o = specdec(&["model", "info", "--model", out.to_str().unwrap()]);
+    let info = String::from_utf8_lossy(&o.stdout);
+    assert!(info.contains("layers:          2 "), "{info}");
+    assert!(info.contains("49152"), "{info}");
+    std::fs::remove_file(&out).unwrap();
+
+    let o = specdec(&[
+        "draft",
+        "self",
+        "--layers",
+        "0",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_clean_error(&o, "cannot keep 0 of the model's 30 blocks");
+    assert!(!out.exists(), "a refused draft left a file");
+}
+
+#[test]
 fn bad_model_files_are_clear_errors() {
     let missing = specdec(&[
         "generate",

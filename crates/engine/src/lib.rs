@@ -20,7 +20,7 @@ pub mod stop;
 
 pub use engine::Engine;
 pub use generation::{Generation, Sink};
-pub use load::{Loaded, ModelMeta};
+pub use load::{load_draft, Loaded, ModelMeta};
 pub use method::DraftMethod;
 pub use pools::{history_file, load_trie, new_trie, Pool, PoolName, Pools};
 pub use request::{CacheScope, FinishReason, GenerateOutput, GenerateRequest, Speculation, Tenant};
@@ -57,6 +57,8 @@ pub enum EngineError {
         path: PathBuf,
         source: specdec_tokenizer::TokenizerError,
     },
+    #[error("the draft model {path} has a different vocabulary from the target's ({difference}); a draft must use the target's tokenizer")]
+    DraftVocabulary { path: PathBuf, difference: String },
     /// The global pool's trie file, or its history file beside it.
     #[error("the drafting state file {path} (trie or history) could not be loaded: {source}")]
     Trie {

@@ -60,14 +60,17 @@ pub struct Loaded {
 impl Loaded {
     /// Loads the GGUF at `path` on `threads` kernel threads.
     pub fn open(path: &Path, threads: usize) -> Result<Loaded, EngineError> {
-        let file = open(path)?;
-        let model = Model::from_gguf(&file, Executor::new(threads.max(1))).map_err(|source| {
+        Self::from_file(&open(path)?, path, threads)
+    }
+
+    fn from_file(file: &GgufFile, path: &Path, threads: usize) -> Result<Loaded, EngineError> {
+        let model = Model::from_gguf(file, Executor::new(threads.max(1))).map_err(|source| {
             EngineError::ModelFile {
                 path: path.to_path_buf(),
                 source,
             }
         })?;
-        let meta = meta(&file, model.config().clone(), path)?;
+        let meta = meta(file, model.config().clone(), path)?;
         tracing::info!(
             "loaded {} ({} layers, vocabulary {}, context {}) from {} on {} threads",
             meta.config.name,
@@ -82,5 +85,50 @@ impl Loaded {
             meta,
             path: path.to_path_buf(),
         })
+    }
+}
+
+/// Loads the GGUF at `path` as a draft model for `target`: any model whose tokenizer has the
+/// target's vocabulary (the same token strings, in order) and whose head scores that many
+/// tokens, since a draft's token ids are proposed to the target as they are. Its own
+/// configuration (layers, context length) is carried in the result. The vocabulary is
+/// checked before the weights are loaded.
+pub fn load_draft(path: &Path, target: &ModelMeta, threads: usize) -> Result<Loaded, EngineError> {
+    let file = open(path)?;
+    let tokenizer = Tokenizer::from_gguf(&file).map_err(|source| EngineError::ModelTokenizer {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let mismatch = |difference: String| EngineError::DraftVocabulary {
+        path: path.to_path_buf(),
+        difference,
+    };
+    if let Some(d) = vocabulary_difference(&tokenizer, &target.tokenizer) {
+        return Err(mismatch(d));
+    }
+    let draft = Loaded::from_file(&file, path, threads)?;
+    if draft.meta.config.vocab != target.config.vocab {
+        return Err(mismatch(format!(
+            "its head scores {} tokens, the target's {}",
+            draft.meta.config.vocab, target.config.vocab
+        )));
+    }
+    Ok(draft)
+}
+
+/// How `draft`'s vocabulary differs from `target`'s, if it does.
+fn vocabulary_difference(draft: &Tokenizer, target: &Tokenizer) -> Option<String> {
+    let (n, m) = (draft.vocab_size(), target.vocab_size());
+    let first = (0..n.min(m) as u32).find(|&id| draft.token_bytes(id) != target.token_bytes(id));
+    match first {
+        Some(id) => Some(format!(
+            "{n} tokens, first difference at id {id}: {:?} where the target has {:?}",
+            draft.token_text(id).unwrap_or_default(),
+            target.token_text(id).unwrap_or_default()
+        )),
+        None if n != m => Some(format!(
+            "{n} tokens where the target has {m}, the shorter a prefix of the longer"
+        )),
+        None => None,
     }
 }

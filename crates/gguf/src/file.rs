@@ -49,6 +49,10 @@ pub struct GgufFile {
     pub version: u32,
     pub metadata: BTreeMap<String, Value>,
     pub tensors: Vec<TensorInfo>,
+    /// Each entry's key, type id and encoded value bytes in the file, in file order: a
+    /// derived file copies these so values the reader normalises (lossy UTF-8 strings, an
+    /// empty array's element type) survive byte for byte.
+    raw_metadata: Vec<(String, u32, std::ops::Range<usize>)>,
     storage: Storage,
 }
 
@@ -99,10 +103,13 @@ impl GgufFile {
         let n_tensors = r.count("tensor count", 24)?;
         let n_kv = r.count("metadata count", 12)?;
         let mut metadata = BTreeMap::new();
+        let mut raw_metadata = Vec::with_capacity(n_kv);
         for _ in 0..n_kv {
             let key = r.string()?;
             let ty = r.u32()?;
+            let start = r.pos;
             let value = r.value(ty, 0)?;
+            raw_metadata.push((key.clone(), ty, start..r.pos));
             // llama.cpp rejects duplicates too; silently keeping one would hide a broken file.
             match metadata.entry(key) {
                 Entry::Occupied(e) => {
@@ -198,8 +205,24 @@ impl GgufFile {
             version,
             metadata,
             tensors,
+            raw_metadata,
             storage,
         })
+    }
+
+    /// Every metadata entry as (key, type id, encoded value bytes), in file order.
+    pub fn raw_metadata(&self) -> impl Iterator<Item = (&str, u32, &[u8])> {
+        self.raw_metadata
+            .iter()
+            .map(|(k, ty, range)| (k.as_str(), *ty, &self.storage.bytes()[range.clone()]))
+    }
+
+    /// The alignment of the tensor data (`general.alignment`, 32 when absent; checked at
+    /// parse time).
+    pub fn alignment(&self) -> u64 {
+        self.get("general.alignment")
+            .and_then(Value::as_u64)
+            .unwrap_or(DEFAULT_ALIGNMENT)
     }
 
     pub fn tensor(&self, name: &str) -> Option<&TensorInfo> {

@@ -6,16 +6,18 @@
 
 mod dequant;
 mod file;
+mod truncate;
 mod types;
 mod value;
 pub mod write;
 
 pub use dequant::dequantize;
 pub use file::{GgufFile, TensorInfo};
+pub use truncate::truncate_blocks;
 pub use types::GgmlType;
 pub use value::Value;
 
-/// Everything that can go wrong reading a GGUF file.
+/// Everything that can go wrong reading a GGUF file or deriving one from it.
 #[derive(Debug, thiserror::Error)]
 pub enum GgufError {
     #[error("cannot read {path}: {source}")]
@@ -41,6 +43,8 @@ pub enum GgufError {
     },
     #[error("cannot convert tensor type {0:?} to f32")]
     NoDequantization(GgmlType),
+    #[error("cannot keep {layers} of the model's {blocks} blocks: a truncated model keeps 1 to {}", .blocks.saturating_sub(1))]
+    BlockCount { layers: usize, blocks: u64 },
     #[error("dequantization of {ty:?}: {len} bytes is not a whole number of blocks or does not fit the output")]
     DequantShape { ty: GgmlType, len: usize },
 }

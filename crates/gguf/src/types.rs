@@ -77,6 +77,15 @@ impl GgmlType {
         })
     }
 
+    /// The on-disk type id (the inverse of [`GgmlType::from_id`]).
+    pub fn id(self) -> u32 {
+        // Every id maps to one type, so searching the small id space inverts `from_id`
+        // without a second table to keep in step.
+        (0..64)
+            .find(|&id| Self::from_id(id) == Some(self))
+            .expect("every type has an id")
+    }
+
     /// (elements per block, bytes per block).
     pub fn block_geometry(self) -> (usize, usize) {
         use GgmlType::*;
@@ -119,5 +128,19 @@ impl GgmlType {
             return None;
         }
         (elements / bs).checked_mul(bytes as u64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::GgmlType;
+
+    #[test]
+    fn ids_round_trip() {
+        for id in 0..64 {
+            if let Some(t) = GgmlType::from_id(id) {
+                assert_eq!(t.id(), id);
+            }
+        }
     }
 }

@@ -19,7 +19,23 @@ pub struct Builder {
     pub version: u32,
     pub alignment: u64,
     pub kv: Vec<(String, Value)>,
+    /// Entries already encoded, written after `kv`: what a file derived from another copies.
+    pub raw_kv: Vec<RawKv>,
     pub tensors: Vec<Tensor>,
+}
+
+/// A metadata entry as its on-disk bytes: the value's type id and its encoding.
+pub struct RawKv {
+    pub key: String,
+    pub type_id: u32,
+    pub value: Vec<u8>,
+}
+
+/// The on-disk encoding of `v` (without its type id), as [`Builder`] writes it.
+pub fn encode_value(v: &Value) -> Vec<u8> {
+    let mut w = Writer::default();
+    w.value(v);
+    w.buf
 }
 
 /// A built file plus the positions of every u64 count/length field in it, so tests can
@@ -36,6 +52,7 @@ impl Default for Builder {
             version: 3,
             alignment: 32,
             kv: Vec::new(),
+            raw_kv: Vec::new(),
             tensors: Vec::new(),
         }
     }
@@ -77,11 +94,17 @@ impl Builder {
         w.buf.extend_from_slice(&self.magic);
         w.u32(self.version);
         w.len(self.tensors.len() as u64);
-        w.len(self.kv.len() as u64);
+        w.len((self.kv.len() + self.raw_kv.len()) as u64);
         for (k, v) in &self.kv {
             w.string(k);
             w.u32(v.type_id());
             w.value(v);
+        }
+        // Length fields inside raw values are not tracked: they are copies, not test fixtures.
+        for r in &self.raw_kv {
+            w.string(&r.key);
+            w.u32(r.type_id);
+            w.buf.extend_from_slice(&r.value);
         }
         // Offsets relative to the data section, each tensor aligned.
         let mut next = 0u64;
@@ -179,8 +202,8 @@ impl Writer {
 
 impl Builder {
     /// Writes the file to `path` atomically: a temporary file beside it, then a rename, so a
-    /// reader never sees half a model.
-    pub fn write_to(&self, path: &std::path::Path) -> std::io::Result<()> {
+    /// reader never sees half a model. Returns the number of bytes written.
+    pub fn write_to(&self, path: &std::path::Path) -> std::io::Result<u64> {
         let dir = path.parent().filter(|p| !p.as_os_str().is_empty());
         let name = path
             .file_name()
@@ -188,10 +211,14 @@ impl Builder {
         let tmp = dir
             .unwrap_or(std::path::Path::new("."))
             .join(format!(".{name}.tmp-{}", std::process::id()));
-        std::fs::write(&tmp, self.build())?;
+        let bytes = self.build();
+        std::fs::write(&tmp, &bytes).inspect_err(|_| {
+            let _ = std::fs::remove_file(&tmp);
+        })?;
         std::fs::rename(&tmp, path).inspect_err(|_| {
             let _ = std::fs::remove_file(&tmp);
-        })
+        })?;
+        Ok(bytes.len() as u64)
     }
 }
 
