@@ -309,6 +309,10 @@ fn one_prefill_serves_every_mode() {
     }
     let plain_only = r.prefill(&prompts(), false).unwrap();
     assert!(r
-        .run_prefilled(&cat, &plain_only, &BeamOptions::speculative(4, BeamVerify::Strict))
+        .run_prefilled(
+            &cat,
+            &plain_only,
+            &BeamOptions::speculative(4, BeamVerify::Strict)
+        )
         .is_err());
 }

@@ -1,10 +1,13 @@
 //! `specdec rec`: the recommendation half (RECSYS.md): data, knowledge jobs, their quality
 //! and their benchmark.
 
+mod beam_args;
 mod bench;
+mod eval;
 mod knowledge;
 mod prepare;
 mod quality;
+pub mod recommend;
 
 use clap::Subcommand;
 
@@ -19,6 +22,11 @@ pub enum RecCommand {
     Quality(quality::Args),
     /// Plain vs strict and relaxed speculation with and without pools, interleaved.
     Bench(bench::Args),
+    /// Generative recommendation over the evaluation users: plain constrained beam search
+    /// against jump-forward and speculative beam search, interleaved (AtSpeed).
+    Eval(eval::Args),
+    /// The K items a history leads the model to (catalogue-constrained beam search).
+    Recommend(recommend::Args),
 }
 
 pub fn run(cmd: RecCommand) -> anyhow::Result<()> {
@@ -27,5 +35,33 @@ pub fn run(cmd: RecCommand) -> anyhow::Result<()> {
         RecCommand::Knowledge(a) => knowledge::run(a),
         RecCommand::Quality(a) => quality::run(a),
         RecCommand::Bench(a) => bench::run(a),
+        RecCommand::Eval(a) => eval::run(a),
+        RecCommand::Recommend(a) => recommend::run(a),
     }
+}
+
+/// A progress bar on stderr when it is a terminal (hidden otherwise).
+pub(crate) fn progress_bar(total: u64, unit: &str) -> indicatif::ProgressBar {
+    use std::io::IsTerminal;
+    if !std::io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let style = indicatif::ProgressStyle::with_template(&format!(
+        "{{bar:30}} {{pos}}/{{len}} {unit}  {{elapsed_precise}} ETA {{eta}}"
+    ))
+    .expect("a valid template");
+    indicatif::ProgressBar::new(total).with_style(style)
+}
+
+/// The CPU's model name (benchmarks say which machine their figures come from).
+pub(crate) fn cpu_name() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into())
 }

@@ -12,6 +12,7 @@ mod catalogue;
 mod cost;
 mod draft;
 mod options;
+mod policy;
 mod round;
 mod run;
 mod search;

@@ -33,8 +33,9 @@ pub struct DraftPlan {
     pub max_beams: usize,
     /// The most drafted steps (gamma) per round.
     pub max_steps: usize,
-    /// Choose N and gamma per round from the measured forward costs and the acceptance
-    /// seen so far (else always the maxima).
+    /// Choose each round's plan (gamma from 0 to the most, forced tokens after the draft's
+    /// leaves or not) from the steps per millisecond each plan measured (else always the
+    /// maxima).
     pub adaptive: bool,
 }
 
@@ -59,6 +60,8 @@ pub struct BeamOptions {
     pub jump_forward: bool,
     /// The most forced tokens appended after one beam in one forward.
     pub max_forced: usize,
+    /// The most forced tokens appended after each leaf of a draft tree.
+    pub max_forced_after_draft: usize,
     /// Speculate with the draft model given to the search.
     pub draft: Option<DraftPlan>,
 }
@@ -70,6 +73,7 @@ impl BeamOptions {
             k,
             jump_forward: false,
             max_forced: 32,
+            max_forced_after_draft: 32,
             draft: None,
         }
     }

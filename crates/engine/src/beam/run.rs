@@ -6,8 +6,11 @@ use std::time::Instant;
 
 use specdec_runtime::{Node, SeqInput, Target, Want};
 
+use std::collections::HashMap;
+
 use super::cost::RowCost;
 use super::draft::{draft_round, DraftTree};
+use super::policy::{Plan, PlanChooser};
 use super::round::{verify_round, RoundInput};
 use super::search::{Beam, Search};
 use super::side::{Row, Side};
@@ -15,10 +18,9 @@ use super::tree::BeamTree;
 use super::{BeamOptions, BeamOutput, Catalogue};
 use crate::EngineError;
 
-/// A draft row's cost relative to a target row's until both are measured.
+/// A draft forward's cost relative to a target forward's of as many rows, for the
+/// modeled costs of a runner that ignores timings.
 const DRAFT_SHARE: f64 = 0.3;
-/// Rounds without drafting after which one drafted step is tried again.
-const PROBE_EVERY: usize = 16;
 
 /// Prompts prefilled on the target (and the draft): each search forks them.
 pub struct Prefilled {
@@ -42,12 +44,10 @@ pub struct BeamRunner<'a> {
     draft: Option<&'a dyn Target>,
     target_cost: RowCost,
     draft_cost: RowCost,
-    /// Drafted steps offered and accepted (decayed), for choosing gamma.
-    offered: f64,
-    taken: f64,
-    /// Steps per round without drafting (jump-forward alone takes more than one), an EMA.
-    free_steps: f64,
-    since_drafted: usize,
+    /// Per draft plan's bounds (N, gamma, forced tokens), what each round plan measured.
+    choosers: HashMap<(usize, usize, usize), PlanChooser>,
+    /// Ignore timings: price rounds by the prior cost of their rows.
+    modeled: bool,
 }
 
 impl<'a> BeamRunner<'a> {
@@ -66,10 +66,8 @@ impl<'a> BeamRunner<'a> {
             draft,
             target_cost: RowCost::default(),
             draft_cost: RowCost::default(),
-            offered: 0.0,
-            taken: 0.0,
-            free_steps: 1.0,
-            since_drafted: 0,
+            choosers: HashMap::new(),
+            modeled: false,
         })
     }
 
@@ -77,6 +75,7 @@ impl<'a> BeamRunner<'a> {
     pub fn frozen(mut self) -> Self {
         self.target_cost = RowCost::frozen();
         self.draft_cost = RowCost::frozen();
+        self.modeled = true;
         self
     }
 
@@ -244,11 +243,14 @@ impl<'a> BeamRunner<'a> {
 
     /// Every prompt through the target (and the draft when speculating) in one forward.
     fn round(&mut self, cat: &Catalogue, active: &mut [&mut Search]) -> Result<(), EngineError> {
-        let plans: Vec<(usize, usize)> = active.iter().map(|s| self.plan(s, cat)).collect();
-        let drafted: Vec<Option<DraftTree>> = if plans.iter().any(|p| p.1 > 0) {
+        let round_started = Instant::now();
+        let plans: Vec<Plan> = active.iter().map(|s| self.plan(s)).collect();
+        let sizes: Vec<(usize, usize)> = plans.iter().map(|p| (p.beams, p.steps)).collect();
+        let mut draft_rows = vec![0; active.len()];
+        let drafted: Vec<Option<DraftTree>> = if plans.iter().any(|p| p.steps > 0) {
             let d = self.draft.expect("drafting searches were checked");
             let started = Instant::now();
-            let (trees, work) = draft_round(d, cat, active, &plans)?;
+            let (trees, work) = draft_round(d, cat, active, &sizes)?;
             if work.forwards > 0 {
                 let per = started.elapsed().as_secs_f64() * 1e3 / work.forwards as f64;
                 for &rows in &work.sizes {
@@ -257,10 +259,11 @@ impl<'a> BeamRunner<'a> {
             }
             let ms = started.elapsed().as_secs_f64() * 1e3;
             for (s, search) in active.iter_mut().enumerate() {
-                if plans[s].1 > 0 {
+                if plans[s].steps > 0 {
                     search.stats.draft_ms += ms;
-                    search.stats.draft_forwards += plans[s].1;
+                    search.stats.draft_forwards += plans[s].steps;
                     search.stats.draft_rows += work.rows[s];
+                    draft_rows[s] = work.rows[s];
                 }
             }
             trees
@@ -280,9 +283,22 @@ impl<'a> BeamRunner<'a> {
                     .live
                     .iter()
                     .enumerate()
-                    .map(|(b, beam)| BeamTree::build(beam, b, drafted[s].as_ref(), cat, forced))
+                    .map(|(b, beam)| {
+                        BeamTree::build(
+                            beam,
+                            b,
+                            drafted[s].as_ref(),
+                            cat,
+                            forced,
+                            plans[s].forced_after_draft,
+                        )
+                    })
                     .collect()
             })
+            .collect();
+        let target_rows: Vec<usize> = trees
+            .iter()
+            .map(|ts| ts.iter().map(|t| t.nodes.len()).sum())
             .collect();
         self.forward_trees(active, &mut trees)?;
         for (s, search) in active.iter_mut().enumerate() {
@@ -296,16 +312,30 @@ impl<'a> BeamRunner<'a> {
             search.stats.verify_ms += started.elapsed().as_secs_f64() * 1e3;
             search.stats.rounds += 1;
             search.stats.steps += steps;
-            let gamma = plans[s].1;
-            if gamma == 0 {
-                self.free_steps = 0.9 * self.free_steps + 0.1 * steps as f64;
-            } else {
+            let plan = plans[s];
+            if plan.steps > 0 {
                 search.stats.drafted_rounds += 1;
-                search.stats.accepted_steps += (steps - 1).min(gamma);
-                // What drafting added over a round without it (jump-forward's free steps).
-                let won = (steps as f64 - self.free_steps).clamp(0.0, gamma as f64);
-                self.offered = 0.99 * self.offered + gamma as f64;
-                self.taken = 0.99 * self.taken + won;
+                search.stats.accepted_steps += (steps - 1).min(plan.steps);
+            }
+            let cost = if self.modeled {
+                let t = self.target_cost.estimate(target_rows[s].max(1), 1.0);
+                let d = if plan.steps > 0 {
+                    DRAFT_SHARE * self.draft_cost.estimate(draft_rows[s].max(1), 1.0)
+                        + DRAFT_SHARE * (plan.steps - 1) as f64
+                } else {
+                    0.0
+                };
+                t + d
+            } else {
+                round_started.elapsed().as_secs_f64() * 1e3
+            };
+            if let Some(c) = search
+                .opts
+                .draft
+                .as_ref()
+                .and_then(|d| self.choosers.get_mut(&key(d, &search.opts)))
+            {
+                c.observe(plan, steps, cost);
             }
         }
         Ok(())
@@ -359,67 +389,38 @@ impl<'a> BeamRunner<'a> {
         Ok(())
     }
 
-    /// N and gamma for a search's next round: the gamma (0 to the plan's most) with the
-    /// most expected beam steps per millisecond, from the acceptance seen so far and the
-    /// measured costs of the target's and the draft's forwards. Rows are estimated as the
-    /// beams' pending tokens and forced continuations, plus N draft nodes per drafted step
-    /// each followed by as many forced tokens as a beam has on average.
-    fn plan(&mut self, search: &Search, cat: &Catalogue) -> (usize, usize) {
-        let Some(plan) = search.opts.draft.as_ref() else {
-            return (0, 0);
+    /// The next round's plan for a search: none without a draft, the plan's bounds when
+    /// it is fixed, else what its chooser measured best.
+    fn plan(&mut self, search: &Search) -> Plan {
+        let Some(d) = search.opts.draft.as_ref() else {
+            return Plan {
+                beams: 0,
+                steps: 0,
+                forced_after_draft: 0,
+            };
         };
-        let n = plan.max_beams;
-        if !plan.adaptive {
-            return (n, plan.max_steps);
+        if !d.adaptive {
+            return Plan {
+                beams: d.max_beams,
+                steps: d.max_steps,
+                forced_after_draft: search.opts.max_forced_after_draft,
+            };
         }
-        let a = (self.taken + 1.0) / (self.offered + 2.0);
-        let forced_cap = if search.opts.jump_forward {
-            search.opts.max_forced
+        let forced = if search.opts.jump_forward {
+            search.opts.max_forced_after_draft
         } else {
             0
         };
-        let forced: usize = search
-            .live
-            .iter()
-            .filter(|b| b.target.ahead.len() <= 1)
-            .map(|b| cat.forced(b.trie_after_extra(cat)).len().min(forced_cap))
-            .sum();
-        let pending: usize = search.live.iter().map(|b| b.target.pending.len()).sum();
-        let per_leaf = forced as f64 / search.live.len().max(1) as f64;
-        let one = self.target_cost.ms(1).unwrap_or(1.0);
-        let draft_one = self.draft_cost.ms(1).unwrap_or(one * DRAFT_SHARE);
-        let mut best = (0, 0.0);
-        for g in 0..=plan.max_steps {
-            let expected = self.free_steps + (1..=g).map(|i| a.powi(i as i32)).sum::<f64>();
-            let rows = if g == 0 {
-                pending + forced
-            } else {
-                pending + g * n + (n as f64 * per_leaf) as usize
-            };
-            let target = self.target_cost.estimate(rows.max(1), one);
-            let draft = if g == 0 {
-                0.0
-            } else {
-                self.draft_cost.estimate(search.live.len(), draft_one)
-                    + (g - 1) as f64 * self.draft_cost.estimate(n, draft_one)
-            };
-            let value = expected / (target + draft);
-            if value > best.1 {
-                best = (g, value);
-            }
-        }
-        let mut gamma = best.0;
-        if gamma == 0 {
-            self.since_drafted += 1;
-            if self.since_drafted >= PROBE_EVERY {
-                gamma = 1;
-            }
-        }
-        if gamma > 0 {
-            self.since_drafted = 0;
-        }
-        (n, gamma)
+        self.choosers
+            .entry(key(d, &search.opts))
+            .or_insert_with(|| PlanChooser::new(d.max_beams, d.max_steps, forced))
+            .choose()
     }
+}
+
+/// The bounds a chooser's plans are made of.
+fn key(d: &super::DraftPlan, opts: &BeamOptions) -> (usize, usize, usize) {
+    (d.max_beams, d.max_steps, opts.max_forced_after_draft)
 }
 
 /// Prefills each prompt as one chain on `model`; each side's cache holds its prompt and

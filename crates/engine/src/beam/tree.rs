@@ -34,14 +34,17 @@ pub(crate) struct BeamTree {
 
 impl BeamTree {
     /// The beam's pending tokens, the draft nodes hanging below it (end tokens left out:
-    /// they need no logits), and with `forced` > 0 the catalogue's forced tokens after
-    /// every leaf, at most `forced` each.
+    /// they need no logits), and with `forced` > 0 the catalogue's forced tokens after the
+    /// beam when nothing was drafted below it (at most `forced`) and after every draft leaf
+    /// (at most `forced_after_draft`: each costs a row per leaf, most of which the round
+    /// will not keep).
     pub fn build(
         beam: &Beam,
         beam_index: usize,
         draft: Option<&DraftTree>,
         cat: &Catalogue,
         forced: usize,
+        forced_after_draft: usize,
     ) -> BeamTree {
         let mut t = BeamTree {
             nodes: Vec::new(),
@@ -79,18 +82,20 @@ impl BeamTree {
             }
         }
         if forced > 0 {
-            let mut leaves: Vec<(Option<usize>, TrieNode)> = Vec::new();
+            let mut leaves: Vec<(Option<usize>, TrieNode, usize)> = Vec::new();
             if !t.has_kids(anchor) {
-                leaves.push((anchor, anchor_trie));
+                leaves.push((anchor, anchor_trie, forced));
             }
-            for i in 0..t.nodes.len() {
-                if t.kind[i] != Kind::Pending && !t.has_kids(Some(i)) {
-                    leaves.push((Some(i), t.trie[i]));
+            if forced_after_draft > 0 {
+                for i in 0..t.nodes.len() {
+                    if t.kind[i] != Kind::Pending && !t.has_kids(Some(i)) {
+                        leaves.push((Some(i), t.trie[i], forced_after_draft.min(forced)));
+                    }
                 }
             }
-            for (mut at, trie) in leaves {
+            for (mut at, trie, cap) in leaves {
                 let mut node = trie;
-                for tok in cat.forced(trie).into_iter().take(forced) {
+                for tok in cat.forced(trie).into_iter().take(cap) {
                     node = cat.child(node, tok).expect("forced tokens follow the trie");
                     at = Some(t.push(tok, at, Kind::Forced, node));
                 }

@@ -1,0 +1,334 @@
+//! `specdec rec eval`: generative recommendation over the evaluation users, plain
+//! constrained beam search against jump-forward and speculative beam search (strict and
+//! relaxed), interleaved per user in one process. Prints Recall/NDCG@5/10, target forwards
+//! per request, accepted steps per round, tokens/s and wall time, and checks that every
+//! exact mode returned plain's list for every user.
+
+use std::time::Instant;
+
+use anyhow::{bail, Context};
+use clap::{Args as ClapArgs, ValueEnum};
+use serde::Serialize;
+use specdec_engine::beam::{BeamOptions, BeamOutput, BeamRunner, BeamVerify, RowCost};
+use specdec_rec::movielens::Dataset;
+use specdec_rec::recommend::{
+    self, catalogue::CACHE_SUBDIR, ItemCatalogue, RankingMetrics, Target,
+};
+use specdec_rec::split::Split;
+use specdec_workloads::DataDirs;
+
+use super::beam_args::BeamArgs;
+use crate::common::{self, ModelArgs};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Mode {
+    Plain,
+    JumpForward,
+    Strict,
+    Relaxed,
+}
+
+impl Mode {
+    fn drafts(self) -> bool {
+        matches!(self, Mode::Strict | Mode::Relaxed)
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Plain => "plain",
+            Mode::JumpForward => "jump-forward",
+            Mode::Strict => "strict",
+            Mode::Relaxed => "relaxed",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum TargetArg {
+    Test,
+    Valid,
+}
+
+#[derive(ClapArgs, Debug)]
+pub struct Args {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    #[command(flatten)]
+    pub beam: BeamArgs,
+    /// The modes to compare (plain always runs: it is the reference).
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Mode::Plain, Mode::JumpForward, Mode::Strict, Mode::Relaxed])]
+    pub modes: Vec<Mode>,
+    /// Evaluate the first N users only (default: all).
+    #[arg(long)]
+    pub users: Option<usize>,
+    /// Which held-out item to find.
+    #[arg(long, value_enum, default_value_t = TargetArg::Test)]
+    pub target: TargetArg,
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Default, Serialize)]
+struct Row {
+    mode: &'static str,
+    relaxed: bool,
+    users: usize,
+    recall_5: f64,
+    ndcg_5: f64,
+    recall_10: f64,
+    ndcg_10: f64,
+    /// Target forwards per request after the prompt's prefill.
+    forwards_per_request: f64,
+    target_rows_per_request: f64,
+    draft_forwards_per_request: f64,
+    accepted_steps_per_round: f64,
+    steps_per_forward: f64,
+    /// Tokens of the K returned items per second of the search (after the prefill).
+    tokens_per_s: f64,
+    decode_ms_per_request: f64,
+    total_ms_per_request: f64,
+    prefill_ms_per_request: f64,
+    /// Plain's decode time over this mode's, from the totals.
+    decode_speedup: f64,
+    forward_ratio: f64,
+    /// The user with the lowest per-user decode speedup, and how many fell below 1/1.03.
+    worst_user_speedup: f64,
+    users_slower: usize,
+    /// Users whose list differs from plain's (exact modes must have none).
+    differing: usize,
+}
+
+struct Acc {
+    mode: Mode,
+    runner_ms: Vec<f64>,
+    out: Vec<BeamOutput>,
+    metrics: RankingMetrics,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let mut modes = vec![Mode::Plain];
+    modes.extend(args.modes.iter().copied().filter(|&m| m != Mode::Plain));
+    let speculative = modes
+        .iter()
+        .any(|m| matches!(m, Mode::Strict | Mode::Relaxed));
+    if speculative && !args.beam.wants_draft() {
+        bail!("strict and relaxed speculation need a draft: --draft-model FILE, or --self-draft LAYERS (e.g. 4)");
+    }
+    let dirs = DataDirs::from_env()?;
+    let data = Dataset::fetch(&dirs).context("fetching MovieLens-100k")?;
+    let split = Split::leave_last_out(&data);
+    let path = common::model_path(args.model.model.as_deref())?;
+    let loaded = specdec_engine::Loaded::open(&path, args.model.threads)?;
+    let tok = loaded.meta.tokenizer.clone();
+    let catalogue =
+        ItemCatalogue::from_dataset_cached(&data, &tok, &dirs.cache.join(CACHE_SUBDIR))?;
+    let draft = if speculative {
+        args.beam
+            .load_draft(&loaded.meta, &path, args.model.threads)?
+    } else {
+        None
+    };
+    let target = match args.target {
+        TargetArg::Test => Target::Test,
+        TargetArg::Valid => Target::Valid,
+    };
+    let mut cases = recommend::eval_cases(&data, &split, target);
+    if let Some(n) = args.users {
+        cases.truncate(n);
+    }
+    let prompts: Vec<Vec<u32>> = cases
+        .iter()
+        .map(|c| tok.encode(&c.prompt, false))
+        .collect::<Result<_, _>>()?;
+    let options = |m: Mode| -> BeamOptions {
+        match m {
+            Mode::Plain => BeamOptions::plain(args.beam.k),
+            Mode::JumpForward => BeamOptions::jump_forward(args.beam.k),
+            Mode::Strict => args.beam.speculative(BeamVerify::Strict),
+            Mode::Relaxed => args.beam.speculative(BeamVerify::Relaxed {
+                seed: args.beam.seed,
+            }),
+        }
+    };
+    let draft_target = draft
+        .as_ref()
+        .map(|d| &d.model as &dyn specdec_engine::Target);
+    let mut runners: Vec<BeamRunner> = modes
+        .iter()
+        // Every runner holds the draft (a mode that does not speculate ignores it), so any
+        // of them can prefill for all.
+        .map(|_| BeamRunner::new(&loaded.model, draft_target))
+        .collect::<Result<_, _>>()?;
+    let mut accs: Vec<Acc> = modes
+        .iter()
+        .map(|&mode| Acc {
+            mode,
+            runner_ms: Vec::new(),
+            out: Vec::new(),
+            metrics: RankingMetrics::new(&[5, 10]),
+        })
+        .collect();
+    let bar = crate::rec::progress_bar(prompts.len() as u64, "users");
+    let mut prefill_ms = Vec::with_capacity(prompts.len());
+    for (u, (case, prompt)) in cases.iter().zip(&prompts).enumerate() {
+        // One prefill per user (the draft's too, when a mode speculates) that every mode
+        // forks: prefill is the same work in every mode, so the modes compare on what
+        // follows it. Its time is reported on its own.
+        let last = runners.len() - 1;
+        let pre = runners[last].prefill(std::slice::from_ref(prompt), speculative)?;
+        let (t_ms, d_ms) = pre.ms();
+        prefill_ms.push((t_ms, d_ms.unwrap_or(0.0)));
+        // Rotate which mode goes first, so a slow moment of the machine is spread.
+        for j in 0..modes.len() {
+            let i = (u + j) % modes.len();
+            let started = Instant::now();
+            let mut out = runners[i].run_prefilled(catalogue.trie(), &pre, &options(modes[i]))?;
+            accs[i]
+                .runner_ms
+                .push(started.elapsed().as_secs_f64() * 1e3);
+            let out = out.pop().expect("one output per prompt");
+            let ranked: Vec<usize> = out.items.iter().map(|r| r.entry).collect();
+            accs[i].metrics.add(&catalogue, &ranked, case.target_item);
+            accs[i].out.push(out);
+        }
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    let rows = summarize(&accs, &prefill_ms);
+    for r in &rows {
+        if !r.relaxed && r.differing > 0 {
+            tracing::error!(
+                "{}: {} users' lists differ from plain beam search's",
+                r.mode,
+                r.differing
+            );
+        }
+    }
+    let curve = cost_figures(runners[0].target_cost());
+    if args.json {
+        let v = serde_json::json!({
+            "machine": crate::rec::cpu_name(),
+            "k": args.beam.k,
+            "users": cases.len(),
+            "target": format!("{:?}", args.target).to_lowercase(),
+            "modes": rows,
+            "target_cost_ms_by_rows": curve,
+            "draft_cost_ms_by_rows": runners.iter().rev().find_map(|r| r.draft_cost()).map(cost_figures),
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        print_table(&rows, args.beam.k, cases.len());
+        println!(
+            "target forward ms by rows (learned in this run): {}",
+            format_curve(&curve)
+        );
+        if let Some(c) = runners.iter().rev().find_map(|r| r.draft_cost()) {
+            println!(
+                "draft forward ms by rows: {}",
+                format_curve(&cost_figures(c))
+            );
+        }
+        println!("machine: {}", crate::rec::cpu_name());
+    }
+    if rows.iter().any(|r| !r.relaxed && r.differing > 0) {
+        bail!("an exact mode differed from plain beam search");
+    }
+    Ok(())
+}
+
+fn summarize(accs: &[Acc], prefill_ms: &[(f64, f64)]) -> Vec<Row> {
+    let plain = &accs[0];
+    let decode = |a: &Acc, u: usize| a.runner_ms[u];
+    let plain_decode: f64 = (0..plain.out.len()).map(|u| decode(plain, u)).sum();
+    let plain_forwards: usize = plain.out.iter().map(|o| o.stats.decode_forwards()).sum();
+    accs.iter()
+        .map(|a| {
+            let n = a.out.len().max(1) as f64;
+            let sum = |f: &dyn Fn(&BeamOutput) -> f64| a.out.iter().map(f).sum::<f64>();
+            let decode_ms: f64 = (0..a.out.len()).map(|u| decode(a, u)).sum();
+            let forwards = sum(&|o| o.stats.decode_forwards() as f64);
+            let rounds = sum(&|o| o.stats.drafted_rounds as f64);
+            let tokens = sum(&|o| o.items.iter().map(|r| r.tokens.len()).sum::<usize>() as f64);
+            let per_user: Vec<f64> = (0..a.out.len())
+                .map(|u| decode(plain, u) / decode(a, u).max(1e-9))
+                .collect();
+            let relaxed = a.mode == Mode::Relaxed;
+            Row {
+                mode: a.mode.name(),
+                relaxed,
+                users: a.out.len(),
+                recall_5: a.metrics.recall(5).unwrap_or(0.0),
+                ndcg_5: a.metrics.ndcg(5).unwrap_or(0.0),
+                recall_10: a.metrics.recall(10).unwrap_or(0.0),
+                ndcg_10: a.metrics.ndcg(10).unwrap_or(0.0),
+                forwards_per_request: forwards / n,
+                target_rows_per_request: sum(&|o| {
+                    (o.stats.target_rows - o.stats.prompt_tokens) as f64
+                }) / n,
+                draft_forwards_per_request: sum(&|o| o.stats.draft_forwards as f64) / n,
+                accepted_steps_per_round: sum(&|o| o.stats.accepted_steps as f64) / rounds.max(1.0),
+                steps_per_forward: sum(&|o| o.stats.steps as f64) / forwards.max(1.0),
+                tokens_per_s: tokens / (decode_ms / 1e3).max(1e-9),
+                decode_ms_per_request: decode_ms / n,
+                // The prefill is shared: the target's for every mode, plus the draft's for
+                // a speculative one.
+                prefill_ms_per_request: prefill_ms
+                    .iter()
+                    .map(|&(t, d)| t + if a.mode.drafts() { d } else { 0.0 })
+                    .sum::<f64>()
+                    / n,
+                total_ms_per_request: (decode_ms
+                    + prefill_ms
+                        .iter()
+                        .map(|&(t, d)| t + if a.mode.drafts() { d } else { 0.0 })
+                        .sum::<f64>())
+                    / n,
+                decode_speedup: plain_decode / decode_ms.max(1e-9),
+                forward_ratio: plain_forwards as f64 / forwards.max(1.0),
+                worst_user_speedup: per_user.iter().copied().fold(f64::INFINITY, f64::min),
+                users_slower: per_user.iter().filter(|&&s| s < 1.0 / 1.03).count(),
+                differing: a
+                    .out
+                    .iter()
+                    .zip(&plain.out)
+                    .filter(|(x, p)| x.items != p.items)
+                    .count(),
+            }
+        })
+        .collect()
+}
+
+fn print_table(rows: &[Row], k: usize, users: usize) {
+    println!("K = {k}, {users} users (Recall/NDCG over the held-out item; times after the prompt's prefill)");
+    println!(
+        "{:<13} {:>6} {:>6} {:>6} {:>6} {:>8} {:>8} {:>7} {:>9} {:>8} {:>9} {:>8} {:>8} {:>7} {:>7} {:>6}",
+        "mode", "R@5", "N@5", "R@10", "N@10", "fwd/req", "rows/req", "dfwd/req", "acc/round", "tok/s", "decode ms", "total ms", "speedup", "fwd x", "worst", "diff"
+    );
+    for r in rows {
+        let name = if r.relaxed {
+            format!("{} (relaxed)", r.mode)
+        } else {
+            r.mode.to_string()
+        };
+        println!(
+            "{:<13} {:>6.4} {:>6.4} {:>6.4} {:>6.4} {:>8.2} {:>8.1} {:>7.2} {:>9.2} {:>8.1} {:>9.1} {:>8.1} {:>7.2}x {:>6.2}x {:>6.2}x {:>6}",
+            name, r.recall_5, r.ndcg_5, r.recall_10, r.ndcg_10, r.forwards_per_request, r.target_rows_per_request,
+            r.draft_forwards_per_request, r.accepted_steps_per_round, r.tokens_per_s, r.decode_ms_per_request,
+            r.total_ms_per_request, r.decode_speedup, r.forward_ratio, r.worst_user_speedup, r.differing
+        );
+    }
+}
+
+const CURVE_ROWS: [usize; 12] = [1, 2, 4, 8, 10, 12, 16, 24, 32, 48, 64, 128];
+
+fn cost_figures(c: &RowCost) -> Vec<(usize, Option<f64>)> {
+    CURVE_ROWS.iter().map(|&r| (r, c.observed(r))).collect()
+}
+
+fn format_curve(c: &[(usize, Option<f64>)]) -> String {
+    c.iter()
+        .filter_map(|(r, m)| m.map(|m| format!("{r}: {m:.1}")))
+        .collect::<Vec<_>>()
+        .join(", ")
+}

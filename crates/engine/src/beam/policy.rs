@@ -1,0 +1,134 @@
+//! Choosing each round's draft plan from what the plans measured: beam steps a round took
+//! and what the round cost, per plan, learned across the searches a runner serves.
+//!
+//! An analytic model (acceptance times a cost curve) got this machine wrong: on a CPU a
+//! forward's rows cost compute, and whether forced tokens after the draft's leaves pay
+//! depends on how many of those leaves the target keeps. So each plan's steps per
+//! millisecond is measured instead, every plan is tried, and the best is used, with a rare
+//! exploration round so that a plan whose value changes is seen again.
+
+/// One way to run a round.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Plan {
+    /// Draft beams per drafted step (N) and drafted steps (gamma; 0: no draft).
+    pub beams: usize,
+    pub steps: usize,
+    /// Forced tokens appended after each draft leaf.
+    pub forced_after_draft: usize,
+}
+
+#[derive(Clone, Debug, Default)]
+struct Seen {
+    rounds: usize,
+    steps: f64,
+    cost: f64,
+}
+
+/// Plans and what each measured.
+#[derive(Clone, Debug)]
+pub(crate) struct PlanChooser {
+    plans: Vec<Plan>,
+    seen: Vec<Seen>,
+    rounds: usize,
+}
+
+/// Rounds between two exploration rounds, once every plan was tried.
+const EXPLORE_EVERY: usize = 64;
+/// Rounds each plan is tried before its measurement is trusted.
+const TRIALS: usize = 3;
+/// Weight of a new round in a plan's averages.
+const RATE: f64 = 0.1;
+
+impl PlanChooser {
+    /// No draft, then for each gamma up to `max_steps`: without and with forced tokens
+    /// after the draft's leaves.
+    pub fn new(beams: usize, max_steps: usize, max_forced: usize) -> Self {
+        let mut plans = vec![Plan {
+            beams,
+            steps: 0,
+            forced_after_draft: 0,
+        }];
+        for steps in 1..=max_steps {
+            plans.push(Plan {
+                beams,
+                steps,
+                forced_after_draft: 0,
+            });
+            if max_forced > 0 {
+                plans.push(Plan {
+                    beams,
+                    steps,
+                    forced_after_draft: max_forced,
+                });
+            }
+        }
+        let seen = vec![Seen::default(); plans.len()];
+        PlanChooser {
+            plans,
+            seen,
+            rounds: 0,
+        }
+    }
+
+    /// The plan for the next round: an untried one first, else the best steps per cost,
+    /// else now and then the one tried least recently (an exploration).
+    pub fn choose(&mut self) -> Plan {
+        self.rounds += 1;
+        if let Some(i) = (0..self.plans.len()).find(|&i| self.seen[i].rounds < TRIALS) {
+            return self.plans[i];
+        }
+        if self.rounds.is_multiple_of(EXPLORE_EVERY) {
+            let i = (self.rounds / EXPLORE_EVERY) % self.plans.len();
+            return self.plans[i];
+        }
+        let value = |s: &Seen| s.steps / s.cost.max(1e-9);
+        let best = (0..self.plans.len())
+            .max_by(|&a, &b| value(&self.seen[a]).total_cmp(&value(&self.seen[b])))
+            .expect("at least one plan");
+        self.plans[best]
+    }
+
+    /// What a round run with `plan` took: its beam steps and its cost (milliseconds, or
+    /// modeled units when timings are ignored).
+    pub fn observe(&mut self, plan: Plan, steps: usize, cost: f64) {
+        let Some(i) = self.plans.iter().position(|p| *p == plan) else {
+            return;
+        };
+        let s = &mut self.seen[i];
+        if s.rounds == 0 {
+            s.steps = steps as f64;
+            s.cost = cost;
+        } else {
+            let rate = RATE.max(1.0 / (s.rounds + 1) as f64);
+            s.steps += rate * (steps as f64 - s.steps);
+            s.cost += rate * (cost - s.cost);
+        }
+        s.rounds += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tries_every_plan_then_keeps_the_best() {
+        let mut c = PlanChooser::new(8, 2, 4);
+        assert_eq!(c.plans.len(), 5);
+        for _ in 0..5 * TRIALS {
+            let p = c.choose();
+            // Plan with 2 steps and no forced tokens after the leaves wins.
+            let steps = if p.steps == 2 && p.forced_after_draft == 0 {
+                6
+            } else {
+                2
+            };
+            c.observe(p, steps, 10.0);
+        }
+        for _ in 0..20 {
+            let p = c.choose();
+            assert_eq!((p.steps, p.forced_after_draft), (2, 0));
+            c.observe(p, 6, 10.0);
+        }
+    }
+}
