@@ -1,11 +1,13 @@
-//! Choosing each round's draft plan from what the plans measured: beam steps a round took
-//! and what the round cost, per plan, learned across the searches a runner serves.
+//! Choosing a search's draft plan from what the plans measured over whole searches, learned
+//! across the searches a runner serves.
 //!
 //! An analytic model (acceptance times a cost curve) got this machine wrong: on a CPU a
 //! forward's rows cost compute, and whether forced tokens after the draft's leaves pay
-//! depends on how many of those leaves the target keeps. So each plan's steps per
-//! millisecond is measured instead, every plan is tried, and the best is used, with a rare
-//! exploration round so that a plan whose value changes is seen again.
+//! depends on how many of those leaves the target keeps. Judging plans round by round got
+//! it wrong too: a round that computes forced tokens ahead makes the next round cheap, so
+//! rounds do not price plans independently. So a plan holds for a whole search, each
+//! plan's cost per search is measured, every plan is tried, and the best is used, with a
+//! rare exploration so that a plan whose value changes is seen again.
 
 /// One way to run a round.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -15,6 +17,15 @@ pub(crate) struct Plan {
     pub steps: usize,
     /// Forced tokens appended after each draft leaf.
     pub forced_after_draft: usize,
+}
+
+impl Plan {
+    /// No draft.
+    pub const NONE: Plan = Plan {
+        beams: 0,
+        steps: 0,
+        forced_after_draft: 0,
+    };
 }
 
 #[derive(Clone, Debug, Default)]
@@ -32,10 +43,10 @@ pub(crate) struct PlanChooser {
     rounds: usize,
 }
 
-/// Rounds between two exploration rounds, once every plan was tried.
-const EXPLORE_EVERY: usize = 64;
-/// Rounds each plan is tried before its measurement is trusted.
-const TRIALS: usize = 3;
+/// Searches between two explorations, once every plan was tried.
+const EXPLORE_EVERY: usize = 50;
+/// Searches each plan is tried on before its measurement is trusted.
+const TRIALS: usize = 2;
 /// Weight of a new round in a plan's averages.
 const RATE: f64 = 0.1;
 

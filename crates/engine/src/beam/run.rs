@@ -148,6 +148,7 @@ impl<'a> BeamRunner<'a> {
                 "these prompts were prefilled without the draft".into(),
             ));
         }
+        let plan = self.plan(opts);
         let mut searches: Vec<Search> = pre
             .prompts
             .iter()
@@ -166,6 +167,7 @@ impl<'a> BeamRunner<'a> {
                     draft,
                 };
                 let mut s = Search::new(opts.clone(), root, p.len());
+                s.plan = plan;
                 s.stats.target_forwards = 1;
                 s.stats.target_rows = p.len();
                 s.stats.prefill_ms = pre.target_ms;
@@ -181,6 +183,9 @@ impl<'a> BeamRunner<'a> {
             let mut active: Vec<&mut Search> =
                 searches.iter_mut().filter(|s| !s.is_done()).collect();
             self.round(cat, &mut active)?;
+        }
+        for s in &searches {
+            self.observe(s);
         }
         Ok(searches.into_iter().map(Search::into_output).collect())
     }
@@ -244,7 +249,7 @@ impl<'a> BeamRunner<'a> {
     /// Every prompt through the target (and the draft when speculating) in one forward.
     fn round(&mut self, cat: &Catalogue, active: &mut [&mut Search]) -> Result<(), EngineError> {
         let round_started = Instant::now();
-        let plans: Vec<Plan> = active.iter().map(|s| self.plan(s)).collect();
+        let plans: Vec<Plan> = active.iter().map(|s| s.plan).collect();
         let sizes: Vec<(usize, usize)> = plans.iter().map(|p| (p.beams, p.steps)).collect();
         let mut draft_rows = vec![0; active.len()];
         let drafted: Vec<Option<DraftTree>> = if plans.iter().any(|p| p.steps > 0) {
@@ -329,14 +334,7 @@ impl<'a> BeamRunner<'a> {
             } else {
                 round_started.elapsed().as_secs_f64() * 1e3
             };
-            if let Some(c) = search
-                .opts
-                .draft
-                .as_ref()
-                .and_then(|d| self.choosers.get_mut(&key(d, &search.opts)))
-            {
-                c.observe(plan, steps, cost);
-            }
+            search.cost += cost;
         }
         Ok(())
     }
@@ -389,36 +387,41 @@ impl<'a> BeamRunner<'a> {
         Ok(())
     }
 
-    /// The next round's plan for a search: none without a draft, the plan's bounds when
-    /// it is fixed, else what its chooser measured best.
-    fn plan(&mut self, search: &Search) -> Plan {
-        let Some(d) = search.opts.draft.as_ref() else {
-            return Plan {
-                beams: 0,
-                steps: 0,
-                forced_after_draft: 0,
-            };
+    /// A search's plan, kept for all its rounds: none without a draft, the bounds when
+    /// the plan is fixed, else what its chooser measured best over whole searches.
+    fn plan(&mut self, opts: &BeamOptions) -> Plan {
+        let Some(d) = opts.draft.as_ref() else {
+            return Plan::NONE;
         };
         if !d.adaptive {
             return Plan {
                 beams: d.max_beams,
                 steps: d.max_steps,
-                forced_after_draft: search.opts.max_forced_after_draft,
+                forced_after_draft: opts.max_forced_after_draft,
             };
         }
-        let forced = if search.opts.jump_forward {
-            search.opts.max_forced_after_draft
+        let forced = if opts.jump_forward {
+            opts.max_forced_after_draft
         } else {
             0
         };
         self.choosers
-            .entry(key(d, &search.opts))
+            .entry(key(d, opts))
             .or_insert_with(|| PlanChooser::new(d.max_beams, d.max_steps, forced))
             .choose()
     }
+
+    /// What a finished search's plan cost it in all.
+    fn observe(&mut self, search: &Search) {
+        if let Some(d) = search.opts.draft.as_ref().filter(|d| d.adaptive) {
+            if let Some(c) = self.choosers.get_mut(&key(d, &search.opts)) {
+                c.observe(search.plan, 1, search.cost);
+            }
+        }
+    }
 }
 
-/// The bounds a chooser's plans are made of.
+/// Which chooser serves a search: the bounds its plans are made of.
 fn key(d: &super::DraftPlan, opts: &BeamOptions) -> (usize, usize, usize) {
     (d.max_beams, d.max_steps, opts.max_forced_after_draft)
 }

@@ -2,6 +2,7 @@
 
 use specdec_verify::Rng;
 
+use super::policy::Plan;
 use super::side::Side;
 use super::{BeamOptions, BeamOutput, BeamStats, Catalogue, Ranked, TrieNode};
 
@@ -32,6 +33,9 @@ pub(crate) struct Search {
     pub(crate) finished: Vec<Ranked>,
     pub(crate) stats: BeamStats,
     pub(crate) rng: Option<Rng>,
+    /// The draft plan of every round, and what the rounds cost (milliseconds, or modeled).
+    pub(crate) plan: Plan,
+    pub(crate) cost: f64,
 }
 
 impl Search {
@@ -51,6 +55,8 @@ impl Search {
                 ..BeamStats::default()
             },
             rng,
+            plan: Plan::NONE,
+            cost: 0.0,
         }
     }
 
