@@ -214,6 +214,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             "target": format!("{:?}", args.target).to_lowercase(),
             "modes": rows,
             "target_cost_ms_by_rows": curve,
+            "plans": plans_json(&runners, &modes),
             "draft_cost_ms_by_rows": runners.iter().rev().find_map(|r| r.draft_cost()).map(cost_figures),
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
@@ -228,6 +229,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 "draft forward ms by rows: {}",
                 format_curve(&cost_figures(c))
             );
+        }
+        for (m, r) in modes.iter().zip(&runners) {
+            for p in r.plan_report() {
+                println!(
+                    "{} plan: N {} gamma {} forced after the draft {}: {} searches, {:.1} ms each",
+                    m.name(),
+                    p.draft_beams,
+                    p.draft_steps,
+                    p.forced_after_draft,
+                    p.searches,
+                    p.cost
+                );
+            }
         }
         println!("machine: {}", crate::rec::cpu_name());
     }
@@ -318,6 +332,32 @@ fn print_table(rows: &[Row], k: usize, users: usize) {
             r.total_ms_per_request, r.decode_speedup, r.forward_ratio, r.worst_user_speedup, r.differing
         );
     }
+}
+
+/// What each speculative mode's plan chooser measured.
+fn plans_json(runners: &[BeamRunner], modes: &[Mode]) -> serde_json::Value {
+    let per_mode: Vec<serde_json::Value> = modes
+        .iter()
+        .zip(runners)
+        .filter(|(m, _)| m.drafts())
+        .map(|(m, r)| {
+            let plans: Vec<serde_json::Value> = r
+                .plan_report()
+                .iter()
+                .map(|p| {
+                    serde_json::json!({
+                        "draft_beams": p.draft_beams,
+                        "draft_steps": p.draft_steps,
+                        "forced_after_draft": p.forced_after_draft,
+                        "searches": p.searches,
+                        "ms_per_search": p.cost,
+                    })
+                })
+                .collect();
+            serde_json::json!({"mode": m.name(), "plans": plans})
+        })
+        .collect();
+    serde_json::Value::Array(per_mode)
 }
 
 const CURVE_ROWS: [usize; 12] = [1, 2, 4, 8, 10, 12, 16, 24, 32, 48, 64, 128];

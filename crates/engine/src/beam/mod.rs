@@ -22,5 +22,6 @@ mod tree;
 pub use catalogue::{Catalogue, TrieNode};
 pub use cost::RowCost;
 pub use options::{BeamOptions, BeamOutput, BeamStats, BeamVerify, DraftPlan, Ranked};
+pub use policy::PlanReport;
 pub use run::{BeamRunner, Prefilled};
 pub use specdec_verify::beam::log_normaliser;

@@ -28,6 +28,17 @@ impl Plan {
     };
 }
 
+/// What one plan measured, for reports.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlanReport {
+    pub draft_beams: usize,
+    pub draft_steps: usize,
+    pub forced_after_draft: usize,
+    /// Searches run with it, and their cost (an EMA of milliseconds per search).
+    pub searches: usize,
+    pub cost: f64,
+}
+
 #[derive(Clone, Debug, Default)]
 struct Seen {
     rounds: usize,
@@ -97,6 +108,21 @@ impl PlanChooser {
             .max_by(|&a, &b| value(&self.seen[a]).total_cmp(&value(&self.seen[b])))
             .expect("at least one plan");
         self.plans[best]
+    }
+
+    /// Each plan with the searches it ran and its mean cost per search.
+    pub fn report(&self) -> Vec<PlanReport> {
+        self.plans
+            .iter()
+            .zip(&self.seen)
+            .map(|(p, s)| PlanReport {
+                draft_beams: p.beams,
+                draft_steps: p.steps,
+                forced_after_draft: p.forced_after_draft,
+                searches: s.rounds,
+                cost: s.cost,
+            })
+            .collect()
     }
 
     /// What a round run with `plan` took: its beam steps and its cost (milliseconds, or

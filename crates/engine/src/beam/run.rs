@@ -10,7 +10,7 @@ use std::collections::HashMap;
 
 use super::cost::RowCost;
 use super::draft::{draft_round, DraftTree};
-use super::policy::{Plan, PlanChooser};
+use super::policy::{Plan, PlanChooser, PlanReport};
 use super::round::{verify_round, RoundInput};
 use super::search::{Beam, Search};
 use super::side::{Row, Side};
@@ -82,6 +82,14 @@ impl<'a> BeamRunner<'a> {
     /// The target's forward cost as learned so far.
     pub fn target_cost(&self) -> &RowCost {
         &self.target_cost
+    }
+
+    /// What each draft plan measured, per set of plan bounds this runner saw.
+    pub fn plan_report(&self) -> Vec<PlanReport> {
+        self.choosers
+            .values()
+            .flat_map(PlanChooser::report)
+            .collect()
     }
 
     /// The draft's forward cost as learned so far, when there is a draft.
