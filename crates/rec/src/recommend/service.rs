@@ -4,7 +4,7 @@
 //! they return the same list.
 
 use serde::Serialize;
-use specdec_engine::beam::{BeamOptions, BeamOutput, BeamRunner, BeamStats};
+use specdec_engine::beam::{BeamOptions, BeamOutput, BeamRunner, BeamStats, BeamVerify};
 use specdec_tokenizer::Tokenizer;
 
 use super::{prompt_for_titles, ItemCatalogue};
@@ -65,4 +65,32 @@ pub fn named(catalogue: &ItemCatalogue, out: BeamOutput) -> Recommendation {
             .collect(),
         stats: out.stats,
     }
+}
+
+/// How a search with `opts` is named in answers and logs.
+pub fn mode_name(opts: &BeamOptions) -> &'static str {
+    match (&opts.draft, opts.jump_forward) {
+        (Some(d), _) if d.verify == BeamVerify::Strict => "strict speculative",
+        (Some(_), _) => "relaxed speculative",
+        (None, true) => "jump-forward",
+        (None, false) => "plain",
+    }
+}
+
+/// The answer `specdec rec recommend --json` prints and `/v1/recommend` returns (the
+/// server adds its envelope): the items, best first, and how the search went.
+pub fn answer_json(rec: &Recommendation, opts: &BeamOptions) -> serde_json::Value {
+    let s = &rec.stats;
+    serde_json::json!({
+        "items": rec.items,
+        "speculation": {
+            "mode": mode_name(opts),
+            "relaxed": s.relaxed,
+            "target_forwards": s.decode_forwards(),
+            "draft_forwards": s.draft_forwards,
+            "steps": s.steps,
+            "rounds": s.rounds,
+            "accepted_steps_per_round": s.accepted_per_round(),
+        },
+    })
 }
