@@ -39,7 +39,10 @@ impl Recommender {
     /// The recommender `config` asks for, on the target `loaded` (none without a
     /// catalogue). A draft is checked against the target's vocabulary here, not at the
     /// first request.
-    pub fn load(config: &ServerConfig, loaded: &Loaded) -> Result<Option<Recommender>, ServerError> {
+    pub fn load(
+        config: &ServerConfig,
+        loaded: &Loaded,
+    ) -> Result<Option<Recommender>, ServerError> {
         let Some(source) = &config.catalogue else {
             return Ok(None);
         };
@@ -56,7 +59,11 @@ impl Recommender {
             "/v1/recommend: {} catalogue entries from {}, {}",
             catalogue.len(),
             source.describe(),
-            if draft.is_some() { "with a draft model" } else { "no draft model" }
+            if draft.is_some() {
+                "with a draft model"
+            } else {
+                "no draft model"
+            }
         );
         Ok(Some(Recommender {
             catalogue: Arc::new(catalogue),
@@ -98,7 +105,9 @@ fn bad(param: &'static str, message: impl Into<String>) -> ApiError {
 /// Parses a body for a server serving `model_id`, with a draft model or not.
 pub fn parse(model_id: &str, has_draft: bool, body: &[u8]) -> Result<ValidRecommend, ApiError> {
     let body: RecommendBody = serde_json::from_slice(body).map_err(|e| {
-        ApiError::Malformed(format!("the request body is not a valid recommend request: {e}"))
+        ApiError::Malformed(format!(
+            "the request body is not a valid recommend request: {e}"
+        ))
     })?;
     validate(model_id, has_draft, body)
 }
@@ -119,7 +128,10 @@ fn validate(model_id: &str, has_draft: bool, b: RecommendBody) -> Result<ValidRe
     if let Some(t) = b.history.iter().find(|t| t.len() > MAX_TITLE_BYTES) {
         return Err(bad(
             "history",
-            format!("a title may be at most {MAX_TITLE_BYTES} bytes, got one of {}", t.len()),
+            format!(
+                "a title may be at most {MAX_TITLE_BYTES} bytes, got one of {}",
+                t.len()
+            ),
         ));
     }
     let k = match b.k {
@@ -133,7 +145,10 @@ fn validate(model_id: &str, has_draft: bool, b: RecommendBody) -> Result<ValidRe
         Some(v) => {
             return Err(bad(
                 "verify",
-                format!("`verify` is `strict` or `relaxed`, got `{}`", crate::error::clip(v)),
+                format!(
+                    "`verify` is `strict` or `relaxed`, got `{}`",
+                    crate::error::clip(v)
+                ),
             ))
         }
     };
@@ -144,7 +159,10 @@ fn validate(model_id: &str, has_draft: bool, b: RecommendBody) -> Result<ValidRe
         Some(m) => {
             return Err(bad(
                 "mode",
-                format!("`mode` is `plain` or `jump-forward`, got `{}`", crate::error::clip(m)),
+                format!(
+                    "`mode` is `plain` or `jump-forward`, got `{}`",
+                    crate::error::clip(m)
+                ),
             ))
         }
     };
@@ -261,15 +279,30 @@ mod tests {
         };
         assert_eq!(param(false, r#"{"history": [], "k": 0}"#), Some("k"));
         assert_eq!(param(false, r#"{"history": [], "k": 101}"#), Some("k"));
-        assert_eq!(param(false, r#"{"history": [], "draft": true}"#), Some("draft"));
-        assert_eq!(param(false, r#"{"history": [], "verify": "relaxed"}"#), Some("verify"));
         assert_eq!(
-            param(true, r#"{"history": [], "verify": "relaxed", "mode": "plain"}"#),
+            param(false, r#"{"history": [], "draft": true}"#),
+            Some("draft")
+        );
+        assert_eq!(
+            param(false, r#"{"history": [], "verify": "relaxed"}"#),
             Some("verify")
         );
-        assert_eq!(param(true, r#"{"history": [], "draft": true, "mode": "plain"}"#), Some("mode"));
+        assert_eq!(
+            param(
+                true,
+                r#"{"history": [], "verify": "relaxed", "mode": "plain"}"#
+            ),
+            Some("verify")
+        );
+        assert_eq!(
+            param(true, r#"{"history": [], "draft": true, "mode": "plain"}"#),
+            Some("mode")
+        );
         assert_eq!(param(true, r#"{"history": [], "seed": 1}"#), Some("seed"));
-        assert_eq!(param(false, r#"{"history": [], "mode": "fast"}"#), Some("mode"));
+        assert_eq!(
+            param(false, r#"{"history": [], "mode": "fast"}"#),
+            Some("mode")
+        );
         let long = format!(r#"{{"history": ["{}"]}}"#, "a".repeat(MAX_TITLE_BYTES + 1));
         assert_eq!(param(false, &long), Some("history"));
         let many = serde_json::json!({"history": vec!["x"; MAX_HISTORY + 1]}).to_string();
@@ -278,8 +311,15 @@ mod tests {
             parsed(false, r#"{"history": [], "model": "other"}"#),
             Err(ApiError::UnknownModel { .. })
         ));
-        for body in [r#"{"history": "Babe"}"#, r#"{"history": [], "top_k": 3}"#, "{}"] {
-            assert!(matches!(parsed(false, body), Err(ApiError::Malformed(_))), "{body}");
+        for body in [
+            r#"{"history": "Babe"}"#,
+            r#"{"history": [], "top_k": 3}"#,
+            "{}",
+        ] {
+            assert!(
+                matches!(parsed(false, body), Err(ApiError::Malformed(_))),
+                "{body}"
+            );
         }
     }
 }

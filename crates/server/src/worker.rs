@@ -11,12 +11,12 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use specdec_engine::beam::BeamRunner;
 use specdec_engine::scheduler::Progress;
 use specdec_engine::{
     Engine, GenerateOutput, GenerateRequest, Model, Outcome, Pools, Scheduler, Sink, SpecStats,
     Tokenizer,
 };
-use specdec_engine::beam::BeamRunner;
 use specdec_rec::recommend::Recommendation;
 use tokio::sync::{mpsc, oneshot};
 
@@ -259,9 +259,20 @@ pub fn spawn(
             let mut beams = recommender.as_ref().and_then(|r| {
                 let draft = r.draft.as_deref().map(|d| d as &dyn specdec_engine::Target);
                 let runner = BeamRunner::new(model.as_ref(), draft).ok()?;
-                Some(Beams { runner, rec: r, tokenizer: &tokenizer })
+                Some(Beams {
+                    runner,
+                    rec: r,
+                    tokenizer: &tokenizer,
+                })
             });
-            run(&mut scheduler, beams.as_mut(), &config, &metrics, rx, &shutdown);
+            run(
+                &mut scheduler,
+                beams.as_mut(),
+                &config,
+                &metrics,
+                rx,
+                &shutdown,
+            );
             tracing::info!("engine stopped; saving the drafting state");
             // The global trie is written at exit even if unchanged, so the file `--trie`
             // names exists after the first run.
@@ -288,8 +299,8 @@ fn run(
 ) {
     let mut searches: VecDeque<RecommendJob> = VecDeque::new();
     let take = |scheduler: &mut Scheduler<'_, Running>,
-                    searches: &mut VecDeque<RecommendJob>,
-                    work: Work| match work {
+                searches: &mut VecDeque<RecommendJob>,
+                work: Work| match work {
         Work::Generate(job) => admit(scheduler, config, metrics, shutdown, job),
         Work::Recommend(job) => searches.push_back(job),
     };

@@ -71,7 +71,12 @@ fn listed(v: &Value) -> Vec<(String, f64)> {
         .as_array()
         .unwrap_or_else(|| panic!("no items: {v}"))
         .iter()
-        .map(|i| (i["title"].as_str().unwrap().to_string(), i["score"].as_f64().unwrap()))
+        .map(|i| {
+            (
+                i["title"].as_str().unwrap().to_string(),
+                i["score"].as_f64().unwrap(),
+            )
+        })
         .collect()
 }
 
@@ -86,10 +91,16 @@ async fn the_answer_lists_k_catalogue_titles_best_first() {
     assert_eq!(items.len(), 5, "{v}");
     let catalogue = &s.recommender.as_ref().unwrap().catalogue;
     for (title, score) in &items {
-        assert!(catalogue.entry_of_title(title).is_some(), "{title} is not in the catalogue");
+        assert!(
+            catalogue.entry_of_title(title).is_some(),
+            "{title} is not in the catalogue"
+        );
         assert!(score.is_finite() && *score <= 0.0, "{v}");
     }
-    assert!(items.windows(2).all(|w| w[0].1 >= w[1].1), "not best first: {v}");
+    assert!(
+        items.windows(2).all(|w| w[0].1 >= w[1].1),
+        "not best first: {v}"
+    );
     let spec = &v["speculation"];
     assert_eq!(spec["mode"], "jump-forward");
     assert_eq!(spec["relaxed"], false);
@@ -106,7 +117,11 @@ async fn the_answer_lists_k_catalogue_titles_best_first() {
 async fn the_server_gives_the_list_the_library_gives_and_exact_searches_agree() {
     let (status, served) = ask(state(), json!({"history": HISTORY, "k": 4})).await;
     assert_eq!(status, StatusCode::OK, "{served}");
-    let (status, plain) = ask(state(), json!({"history": HISTORY, "k": 4, "mode": "plain"})).await;
+    let (status, plain) = ask(
+        state(),
+        json!({"history": HISTORY, "k": 4, "mode": "plain"}),
+    )
+    .await;
     assert_eq!(status, StatusCode::OK, "{plain}");
     assert_eq!(plain["speculation"]["mode"], "plain");
     let titles_of = |v: &Value| listed(v).into_iter().map(|(t, _)| t).collect::<Vec<_>>();
@@ -138,7 +153,12 @@ async fn the_server_gives_the_list_the_library_gives_and_exact_searches_agree() 
 
 fn error_param(v: &Value) -> Option<&str> {
     assert_eq!(v["error"]["type"], "invalid_request_error", "{v}");
-    assert!(v["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .is_some_and(|m| !m.is_empty()),
+        "{v}"
+    );
     v["error"]["param"].as_str()
 }
 
@@ -151,7 +171,10 @@ async fn bad_requests_get_400_with_an_error_object() {
         (json!({"history": "Toy Story (1995)"}), None),
         (json!({"history": [long]}), Some("history")),
         (json!({"history": HISTORY, "beams": 3}), None),
-        (json!({"history": HISTORY, "verify": "relaxed"}), Some("verify")),
+        (
+            json!({"history": HISTORY, "verify": "relaxed"}),
+            Some("verify"),
+        ),
         (json!({"history": HISTORY, "draft": true}), Some("draft")),
     ];
     for (body, param) in cases {
@@ -170,7 +193,13 @@ async fn a_server_without_a_catalogue_says_how_to_enable_recommendation() {
     .await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{v}");
     assert_eq!(v["error"]["code"], "recommend_not_enabled", "{v}");
-    assert!(v["error"]["message"].as_str().unwrap().contains("--catalogue"), "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("--catalogue"),
+        "{v}"
+    );
 }
 
 #[test]
