@@ -35,6 +35,15 @@ pub struct Recommender {
     pub draft: Option<Arc<Model>>,
 }
 
+impl std::fmt::Debug for Recommender {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recommender")
+            .field("entries", &self.catalogue.len())
+            .field("draft", &self.draft.is_some())
+            .finish()
+    }
+}
+
 impl Recommender {
     /// The recommender `config` asks for, on the target `loaded` (none without a
     /// catalogue). A draft is checked against the target's vocabulary here, not at the

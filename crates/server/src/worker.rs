@@ -124,6 +124,8 @@ pub struct WorkerConfig {
     pub max_concurrent: usize,
     pub timeout: Duration,
     pub prefix_cache_bytes: usize,
+    /// What `/v1/recommend` searches (none: the endpoint is off).
+    pub recommender: Option<Recommender>,
 }
 
 /// The handlers' side of the queue.
@@ -230,7 +232,6 @@ pub fn spawn(
     tokenizer: Arc<Tokenizer>,
     pools: Pools,
     config: WorkerConfig,
-    recommender: Option<Recommender>,
     metrics: Arc<Metrics>,
     rx: mpsc::Receiver<Work>,
     shutdown: Arc<Shutdown>,
@@ -256,7 +257,7 @@ pub fn spawn(
             let mut scheduler =
                 Scheduler::new(engine, config.max_concurrent).saving_every(SAVE_EVERY);
             // Checked at load (the draft's vocabulary), so this does not fail.
-            let mut beams = recommender.as_ref().and_then(|r| {
+            let mut beams = config.recommender.as_ref().and_then(|r| {
                 let draft = r.draft.as_deref().map(|d| d as &dyn specdec_engine::Target);
                 let runner = BeamRunner::new(model.as_ref(), draft).ok()?;
                 Some(Beams {
