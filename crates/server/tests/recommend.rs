@@ -210,3 +210,55 @@ fn a_draft_model_without_a_catalogue_is_refused_at_load() {
     });
     assert!(matches!(r, Err(specdec_server::ServerError::Config(_))));
 }
+
+/// A server whose draft model is the target itself (the only other GGUF at hand with its
+/// vocabulary): every drafted step is the target's own, so strict speculation must still
+/// give the plain list.
+fn drafted_state() -> Arc<AppState> {
+    static S: OnceLock<Arc<AppState>> = OnceLock::new();
+    S.get_or_init(|| {
+        let server = Server::load(&ServerConfig {
+            catalogue: Some(CatalogueSource::Titles(titles())),
+            draft_model: Some(common::config().model),
+            max_concurrent: 2,
+            ..common::config()
+        })
+        .expect("server loads");
+        std::mem::forget(server.engine);
+        server.state
+    })
+    .clone()
+}
+
+#[tokio::test]
+async fn with_a_draft_model_strict_speculation_gives_the_plain_list_and_relaxed_says_so() {
+    let s = drafted_state();
+    let body = json!({"history": HISTORY, "k": 4});
+    let (status, spec) = ask(s.clone(), body).await;
+    assert_eq!(status, StatusCode::OK, "{spec}");
+    assert_eq!(spec["speculation"]["mode"], "strict speculative", "{spec}");
+    assert_eq!(spec["speculation"]["relaxed"], false);
+    assert!(
+        spec["speculation"]["draft_forwards"].as_u64().unwrap() > 0,
+        "{spec}"
+    );
+    let (_, plain) = ask(
+        s.clone(),
+        json!({"history": HISTORY, "k": 4, "draft": false}),
+    )
+    .await;
+    assert_eq!(plain["speculation"]["mode"], "jump-forward", "{plain}");
+    let titles_of = |v: &Value| listed(v).into_iter().map(|(t, _)| t).collect::<Vec<_>>();
+    assert_eq!(titles_of(&spec), titles_of(&plain));
+
+    let body = json!({"history": HISTORY, "k": 4, "verify": "relaxed", "seed": 3});
+    let (status, relaxed) = ask(s.clone(), body).await;
+    assert_eq!(status, StatusCode::OK, "{relaxed}");
+    assert_eq!(relaxed["speculation"]["relaxed"], true, "{relaxed}");
+    assert_eq!(listed(&relaxed).len(), 4, "{relaxed}");
+    // `mode` asks for a search without the draft; with `draft: true` it is a 400.
+    let body = json!({"history": HISTORY, "mode": "plain", "draft": true});
+    let (status, v) = ask(s, body).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{v}");
+    assert_eq!(error_param(&v), Some("mode"));
+}
