@@ -94,3 +94,39 @@ pub fn answer_json(rec: &Recommendation, opts: &BeamOptions) -> serde_json::Valu
         },
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_answer_names_the_search_and_lists_the_items_best_first() {
+        let rec = Recommendation {
+            items: vec![Recommended {
+                title: "Babe (1995)".into(),
+                item_ids: vec![8],
+                score: -1.5,
+            }],
+            stats: BeamStats {
+                target_forwards: 4,
+                relaxed: true,
+                ..BeamStats::default()
+            },
+        };
+        let v = answer_json(
+            &rec,
+            &BeamOptions::speculative(1, BeamVerify::Relaxed { seed: 1 }),
+        );
+        assert_eq!(v["items"][0]["title"], "Babe (1995)");
+        assert_eq!(v["items"][0]["item_ids"][0], 8);
+        assert_eq!(v["speculation"]["mode"], "relaxed speculative");
+        assert_eq!(v["speculation"]["relaxed"], true);
+        assert_eq!(v["speculation"]["target_forwards"], 3);
+        assert_eq!(mode_name(&BeamOptions::plain(1)), "plain");
+        assert_eq!(mode_name(&BeamOptions::jump_forward(1)), "jump-forward");
+        assert_eq!(
+            mode_name(&BeamOptions::speculative(1, BeamVerify::Strict)),
+            "strict speculative"
+        );
+    }
+}
