@@ -11,7 +11,7 @@ use axum::extract::{Request, State};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
-use specdec_engine::beam::{BeamOptions, BeamRunner, BeamVerify};
+use specdec_engine::beam::{BeamOptions, BeamVerify};
 use specdec_engine::{Loaded, Model};
 use specdec_rec::recommend::{answer_json, ItemCatalogue};
 
@@ -46,8 +46,8 @@ impl std::fmt::Debug for Recommender {
 
 impl Recommender {
     /// The recommender `config` asks for, on the target `loaded` (none without a
-    /// catalogue). A draft is checked against the target's vocabulary here, not at the
-    /// first request.
+    /// catalogue). A draft is checked against the target's vocabulary here (by
+    /// `load_draft`), not at the first request.
     pub fn load(
         config: &ServerConfig,
         loaded: &Loaded,
@@ -58,8 +58,7 @@ impl Recommender {
         let catalogue = source.load(&loaded.meta.tokenizer)?;
         let draft = match &config.draft_model {
             Some(path) => {
-                let d = Loaded::open(path, config.threads)?;
-                BeamRunner::new(&loaded.model, Some(&d.model))?;
+                let d = specdec_engine::load_draft(path, &loaded.meta, config.threads)?;
                 Some(Arc::new(d.model))
             }
             None => None,
