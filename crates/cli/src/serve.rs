@@ -5,6 +5,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 use specdec_engine::DraftMethod;
+use specdec_rec::recommend::CatalogueSource;
 use specdec_server::{Server, ServerConfig};
 
 use crate::common::{model_path, ModelArgs};
@@ -61,6 +62,14 @@ pub struct ServeArgs {
     /// (code 130) without saving.
     #[arg(long, default_value_t = 30)]
     pub shutdown_grace: u64,
+    /// Serve `POST /v1/recommend` from this catalogue: `movielens` (MovieLens-100k's
+    /// items, fetched and cached) or a file of titles, one per line.
+    #[arg(long, value_name = "movielens|FILE")]
+    pub catalogue: Option<String>,
+    /// A draft model (a GGUF with the target's vocabulary) for speculative beam search on
+    /// `/v1/recommend` (needs --catalogue).
+    #[arg(long)]
+    pub draft_model: Option<std::path::PathBuf>,
 }
 
 /// The first SIGTERM or SIGINT resolves the returned future; a second one exits at once.
@@ -115,6 +124,8 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         default_method: args.draft,
         default_max_draft: args.budget.min(specdec_server::validate::MAX_DRAFT_LIMIT),
         prefix_cache_bytes: args.prefix_cache_mib.saturating_mul(1 << 20),
+        catalogue: args.catalogue.as_deref().map(CatalogueSource::parse),
+        draft_model: args.draft_model,
     };
     tracing::info!(
         "starting: model {}, {} threads, {} concurrent requests, queue {}, timeout {}s, \

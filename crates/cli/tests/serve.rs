@@ -282,3 +282,39 @@ fn an_empty_api_key_or_a_control_character_in_the_model_name_stops_start_up() {
         assert!(!err.contains("panicked"), "{err}");
     }
 }
+
+#[test]
+fn serve_with_a_catalogue_file_answers_v1_recommend() {
+    let dir = std::env::temp_dir().join(format!("specdec-serve-rec-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let titles = dir.join("titles.txt");
+    std::fs::write(
+        &titles,
+        "Toy Story (1995)\nBabe (1995)\nFargo (1996)\nApollo 13 (1995)\nStar Wars (1977)\n",
+    )
+    .unwrap();
+    let (_server, url) = start(&["--catalogue", titles.to_str().unwrap()]);
+    let addr = url
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .unwrap()
+        .to_string();
+    let body = r#"{"history": ["Toy Story (1995)"], "k": 3}"#;
+    let mut s = TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "POST /v1/recommend HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut reply = String::new();
+    s.read_to_string(&mut reply).unwrap();
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+    assert!(reply.contains(r#""object":"recommendation""#), "{reply}");
+    let json = reply.split("\r\n\r\n").nth(1).unwrap();
+    let v: serde_json::Value = serde_json::from_str(json).unwrap();
+    assert_eq!(v["items"].as_array().unwrap().len(), 3, "{v}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -54,6 +54,11 @@ pub enum ApiError {
     QueueFull(usize),
     #[error("the request did not finish within the server's timeout of {0} s")]
     Timeout(u64),
+    #[error(
+        "recommendation is not enabled on this server: start it with `specdec serve --catalogue \
+         movielens` (or `--catalogue FILE`, a file of titles one per line)"
+    )]
+    RecommendDisabled,
     #[error("the engine is shutting down")]
     Unavailable,
     #[error("internal error: {0}")]
@@ -73,7 +78,9 @@ impl ApiError {
             ApiError::Malformed(_) | ApiError::Invalid { .. } | ApiError::ContextLength(_) => {
                 StatusCode::BAD_REQUEST
             }
-            ApiError::UnknownModel { .. } | ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::UnknownModel { .. } | ApiError::NotFound(_) | ApiError::RecommendDisabled => {
+                StatusCode::NOT_FOUND
+            }
             ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
@@ -96,6 +103,7 @@ impl ApiError {
             }
             ApiError::UnknownModel { .. } => ("invalid_request_error", Some("model_not_found")),
             ApiError::NotFound(_) => ("invalid_request_error", Some("not_found")),
+            ApiError::RecommendDisabled => ("invalid_request_error", Some("recommend_not_enabled")),
             ApiError::MethodNotAllowed(_) => ("invalid_request_error", Some("method_not_allowed")),
             ApiError::Unauthorized => ("invalid_request_error", Some("invalid_api_key")),
             ApiError::QueueFull(_) => ("rate_limit_error", Some("rate_limit_exceeded")),
@@ -155,6 +163,19 @@ impl From<specdec_engine::EngineError> for ApiError {
                 param: None,
             },
             e @ E::ContextOverflow { .. } => ApiError::ContextLength(e),
+            other => ApiError::Internal(other.to_string()),
+        }
+    }
+}
+
+impl From<specdec_rec::RecError> for ApiError {
+    /// A history that cannot become a prompt, or a search the request's options make
+    /// impossible, is the client's to fix; anything else is the server's fault.
+    fn from(e: specdec_rec::RecError) -> Self {
+        use specdec_rec::RecError as R;
+        match e {
+            R::Engine(e) => e.into(),
+            R::Invalid(m) => ApiError::invalid("history", m),
             other => ApiError::Internal(other.to_string()),
         }
     }

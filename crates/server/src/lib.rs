@@ -1,7 +1,8 @@
 //! specdec's OpenAI-compatible server.
 //!
 //! `POST /v1/chat/completions` and `POST /v1/completions` (both streaming with SSE),
-//! `GET /v1/models`, `GET /health`, `GET /metrics`. Extensions: Predicted Outputs feed the
+//! `GET /v1/models`, `GET /health`, `GET /metrics`, and `POST /v1/recommend` (generative
+//! recommendation by catalogue-constrained beam search, with `--catalogue`). Extensions: Predicted Outputs feed the
 //! reference drafter, and a `speculation` field selects the draft method per request; every
 //! response reports its speculation statistics. The model runs on one engine thread that
 //! batches the requests in flight into shared forwards.
@@ -10,6 +11,7 @@ pub mod api;
 pub mod error;
 pub mod metrics;
 mod prediction;
+pub mod recommend;
 mod routes;
 pub mod validate;
 pub mod worker;
@@ -20,8 +22,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use specdec_engine::{DraftMethod, EngineError, Loaded, Pools};
+use specdec_rec::recommend::CatalogueSource;
 
 pub use error::ApiError;
+pub use recommend::Recommender;
 pub use routes::router;
 pub use validate::Frontend;
 
@@ -37,6 +41,8 @@ pub enum ServerError {
     Thread(std::io::Error),
     #[error("invalid setting: {0}")]
     Config(String),
+    #[error("loading the recommendation catalogue: {0}")]
+    Catalogue(#[from] specdec_rec::RecError),
 }
 
 /// Settings of `specdec serve`.
@@ -61,6 +67,10 @@ pub struct ServerConfig {
     /// Memory for finished requests' KV caches reused by requests sharing a prefix
     /// (0: off).
     pub prefix_cache_bytes: usize,
+    /// The catalogue `/v1/recommend` recommends from (none: the endpoint is off).
+    pub catalogue: Option<CatalogueSource>,
+    /// A draft model for speculative beam search on `/v1/recommend` (needs `catalogue`).
+    pub draft_model: Option<PathBuf>,
 }
 
 /// What every handler shares.
@@ -69,6 +79,8 @@ pub struct AppState {
     pub queue: worker::Queue,
     pub metrics: Arc<metrics::Metrics>,
     pub api_key: Option<String>,
+    /// `/v1/recommend`'s catalogue and draft (none: the endpoint says how to enable it).
+    pub recommender: Option<Recommender>,
     /// Unix seconds at start-up.
     pub started: u64,
 }
@@ -125,6 +137,11 @@ impl Server {
         if let Some(id) = &config.model_id {
             check_model_id(id)?;
         }
+        if config.draft_model.is_some() && config.catalogue.is_none() {
+            return Err(ServerError::Config(
+                "--draft-model serves /v1/recommend: give --catalogue too".into(),
+            ));
+        }
         let loaded = Loaded::open(&config.model, config.threads)?;
         let id = config
             .model_id
@@ -145,6 +162,7 @@ impl Server {
                 ..specdec_engine::HistoryConfig::default()
             },
         )?;
+        let recommender = Recommender::load(config, &loaded)?;
         let model = Arc::new(loaded.model);
         let metrics = Arc::new(metrics::Metrics::new(&frontend.model_id));
         // Up to `max_concurrent` run and `max_queue` more wait, however fast the engine thread
@@ -159,6 +177,7 @@ impl Server {
                 max_concurrent: config.max_concurrent,
                 timeout: config.timeout,
                 prefix_cache_bytes: config.prefix_cache_bytes,
+                recommender: recommender.clone(),
             },
             metrics.clone(),
             rx,
@@ -170,6 +189,7 @@ impl Server {
             queue,
             metrics,
             api_key: config.api_key.clone(),
+            recommender,
             started: routes::unix_now(),
         });
         Ok(Server { state, engine })

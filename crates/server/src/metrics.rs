@@ -62,6 +62,8 @@ pub struct Metrics {
     generation_tokens: AtomicU64,
     prompt_tokens: AtomicU64,
     finished: Mutex<BTreeMap<&'static str, u64>>,
+    /// `/v1/recommend` requests answered, by outcome.
+    recommended: Mutex<BTreeMap<&'static str, u64>>,
     waiting: AtomicI64,
     running: AtomicI64,
     e2e: Histogram,
@@ -116,6 +118,7 @@ impl Metrics {
             generation_tokens: AtomicU64::new(0),
             prompt_tokens: AtomicU64::new(0),
             finished: Mutex::new(BTreeMap::new()),
+            recommended: Mutex::new(BTreeMap::new()),
             waiting: AtomicI64::new(0),
             running: AtomicI64::new(0),
             e2e: Histogram::new(LATENCY_BUCKETS),
@@ -158,6 +161,11 @@ impl Metrics {
         lock(&self.spec).merge(spec);
         *lock(&self.finished).entry(reason).or_default() += 1;
         self.e2e.observe(latency.as_secs_f64());
+    }
+
+    /// A recommendation ended: `ok`, `invalid`, `error` or `cancelled`.
+    pub fn recommended(&self, outcome: &'static str) {
+        *lock(&self.recommended).entry(outcome).or_default() += 1;
     }
 
     /// The Prometheus text exposition.
@@ -228,6 +236,14 @@ impl Metrics {
             l,
             "finished_reason",
             lock(&self.finished).iter(),
+        );
+        labelled(
+            &mut out,
+            "specdec:recommend_requests_total",
+            "Recommendations (/v1/recommend) answered, by outcome.",
+            l,
+            "outcome",
+            lock(&self.recommended).iter(),
         );
         self.e2e.render(
             &mut out,

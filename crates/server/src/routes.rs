@@ -33,6 +33,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/chat/completions", post(chat))
         .route("/v1/completions", post(completions))
         .route("/v1/models", get(models))
+        .route("/v1/recommend", post(crate::recommend::handle))
         .route_layer(middleware::from_fn_with_state(state.clone(), auth));
     Router::new()
         .merge(v1)
@@ -130,7 +131,7 @@ async fn generate(s: Arc<AppState>, endpoint: Endpoint, req: Request) -> Respons
 
 /// The body, within the connection's [`BodyReadTimeout`](crate::BodyReadTimeout) when
 /// it has one: a client that sends half a body does not hold a connection forever.
-async fn read_body(req: Request) -> Result<Result<Bytes, BytesRejection>, ApiError> {
+pub(crate) async fn read_body(req: Request) -> Result<Result<Bytes, BytesRejection>, ApiError> {
     use axum::extract::FromRequest;
     let limit = req
         .extensions()
@@ -192,10 +193,25 @@ async fn enqueue_off_runtime(
     tenant: Option<HeaderValue>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Enqueued, ApiError> {
+    off_runtime(move || enqueue(&s, endpoint, tenant.as_ref(), body)).await
+}
+
+/// `parse` on a blocking thread, once one of [`MAX_PARSING`] permits is free.
+pub(crate) async fn off_runtime<T: Send + 'static>(
+    parse: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
     let _permit = PARSING.acquire().await.map_err(|_| ApiError::Unavailable)?;
-    tokio::task::spawn_blocking(move || enqueue(&s, endpoint, tenant.as_ref(), body))
+    tokio::task::spawn_blocking(parse)
         .await
         .map_err(|e| ApiError::Internal(format!("parsing the request failed: {e}")))?
+}
+
+/// The body's bytes, or the error a body that could not be read answers.
+pub(crate) fn body_bytes(body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
+    body.map_err(|e| match e.status() {
+        axum::http::StatusCode::PAYLOAD_TOO_LARGE => ApiError::TooLarge(crate::MAX_BODY_BYTES),
+        _ => ApiError::Malformed(format!("could not read the body: {e}")),
+    })
 }
 
 fn enqueue(
@@ -204,10 +220,7 @@ fn enqueue(
     tenant: Option<&HeaderValue>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Enqueued, ApiError> {
-    let body = body.map_err(|e| match e.status() {
-        axum::http::StatusCode::PAYLOAD_TOO_LARGE => ApiError::TooLarge(crate::MAX_BODY_BYTES),
-        _ => ApiError::Malformed(format!("could not read the body: {e}")),
-    })?;
+    let body = body_bytes(body)?;
     let tenant = match tenant {
         None => None,
         Some(v) => match v.to_str() {

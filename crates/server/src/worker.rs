@@ -1,21 +1,28 @@
 //! The engine thread: the model runs here and nowhere else. Requests arrive through a
 //! bounded queue and are handed to the engine's scheduler, which batches up to
-//! `max_concurrent` of them into one forward per step. This module only moves jobs in,
-//! events out, and keeps the metrics; handlers only wait on channels.
+//! `max_concurrent` of them into one forward per step. Recommendations (`/v1/recommend`)
+//! come through the same queue and run between the scheduler's steps, one at a time, on a
+//! beam runner kept for the thread's life (so it learns forward costs and the draft's
+//! acceptance across requests). This module only moves jobs in, events out, and keeps the
+//! metrics; handlers only wait on channels.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use specdec_engine::beam::BeamRunner;
 use specdec_engine::scheduler::Progress;
 use specdec_engine::{
     Engine, GenerateOutput, GenerateRequest, Model, Outcome, Pools, Scheduler, Sink, SpecStats,
     Tokenizer,
 };
-use tokio::sync::mpsc;
+use specdec_rec::recommend::Recommendation;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::error::ApiError;
 use crate::metrics::Metrics;
+use crate::recommend::{Recommender, ValidRecommend};
 
 /// Most events waiting for a streaming client to read them. A client that falls this far
 /// behind (the socket's buffers are full, so the stream is no longer polled) is taken as
@@ -46,6 +53,31 @@ pub struct Job {
     pub arrived: Instant,
     /// The job's place in the server (set by [`Queue::submit`]).
     pub slot: Option<Slot>,
+}
+
+/// A recommendation to search (`/v1/recommend`).
+pub struct RecommendJob {
+    pub request: ValidRecommend,
+    /// Closed when the client went away (the search is then skipped).
+    pub reply: oneshot::Sender<Result<Recommendation, ApiError>>,
+    pub arrived: Instant,
+    /// The job's place in the server (set by [`Queue::submit_recommend`]).
+    pub slot: Option<Slot>,
+}
+
+/// What the queue carries to the engine thread.
+pub enum Work {
+    Generate(Job),
+    Recommend(RecommendJob),
+}
+
+impl Work {
+    fn hold(&mut self, slot: Slot) {
+        match self {
+            Work::Generate(j) => j.slot = Some(slot),
+            Work::Recommend(j) => j.slot = Some(slot),
+        }
+    }
 }
 
 /// One request's place among those the server holds (waiting or running); freed when
@@ -92,13 +124,15 @@ pub struct WorkerConfig {
     pub max_concurrent: usize,
     pub timeout: Duration,
     pub prefix_cache_bytes: usize,
+    /// What `/v1/recommend` searches (none: the endpoint is off).
+    pub recommender: Option<Recommender>,
 }
 
 /// The handlers' side of the queue.
 #[derive(Clone)]
 pub struct Queue {
     /// `None` once closed: the engine thread ends when it has nothing left.
-    tx: Arc<Mutex<Option<mpsc::Sender<Job>>>>,
+    tx: Arc<Mutex<Option<mpsc::Sender<Work>>>>,
     /// Requests the server holds: queued, in the channel, or running.
     held: Arc<AtomicUsize>,
     capacity: usize,
@@ -111,7 +145,7 @@ impl Queue {
     /// `--max-concurrent` plus `--max-queue`), and its receiving end, for [`spawn`] (or a
     /// test that holds jobs back). A request holds its place until it ends, so exactly
     /// `capacity` are admitted however fast the engine thread takes them in.
-    pub fn new(capacity: usize, metrics: Arc<Metrics>) -> (Queue, mpsc::Receiver<Job>) {
+    pub fn new(capacity: usize, metrics: Arc<Metrics>) -> (Queue, mpsc::Receiver<Work>) {
         let capacity = capacity.max(1);
         let (tx, rx) = mpsc::channel(capacity);
         (
@@ -132,7 +166,16 @@ impl Queue {
     }
 
     /// Enqueues without waiting: a full server is the client's signal to back off.
-    pub fn submit(&self, mut job: Job) -> Result<(), ApiError> {
+    pub fn submit(&self, job: Job) -> Result<(), ApiError> {
+        self.send(Work::Generate(job))
+    }
+
+    /// Enqueues a recommendation; it holds a place like a generation does.
+    pub fn submit_recommend(&self, job: RecommendJob) -> Result<(), ApiError> {
+        self.send(Work::Recommend(job))
+    }
+
+    fn send(&self, mut work: Work) -> Result<(), ApiError> {
         let tx = self.tx.lock().unwrap_or_else(PoisonError::into_inner);
         let Some(tx) = tx.as_ref() else {
             return Err(ApiError::Unavailable);
@@ -145,8 +188,8 @@ impl Queue {
         if taken.is_err() {
             return Err(ApiError::QueueFull(self.capacity));
         }
-        job.slot = Some(Slot(self.held.clone()));
-        match tx.try_send(job) {
+        work.hold(Slot(self.held.clone()));
+        match tx.try_send(work) {
             Ok(()) => {
                 self.metrics.queued(1);
                 Ok(())
@@ -190,7 +233,7 @@ pub fn spawn(
     pools: Pools,
     config: WorkerConfig,
     metrics: Arc<Metrics>,
-    rx: mpsc::Receiver<Job>,
+    rx: mpsc::Receiver<Work>,
     shutdown: Arc<Shutdown>,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
     std::thread::Builder::new()
@@ -213,7 +256,24 @@ pub fn spawn(
             }
             let mut scheduler =
                 Scheduler::new(engine, config.max_concurrent).saving_every(SAVE_EVERY);
-            run(&mut scheduler, &config, &metrics, rx, &shutdown);
+            // Checked at load (the draft's vocabulary), so this does not fail.
+            let mut beams = config.recommender.as_ref().and_then(|r| {
+                let draft = r.draft.as_deref().map(|d| d as &dyn specdec_engine::Target);
+                let runner = BeamRunner::new(model.as_ref(), draft).ok()?;
+                Some(Beams {
+                    runner,
+                    rec: r,
+                    tokenizer: &tokenizer,
+                })
+            });
+            run(
+                &mut scheduler,
+                beams.as_mut(),
+                &config,
+                &metrics,
+                rx,
+                &shutdown,
+            );
             tracing::info!("engine stopped; saving the drafting state");
             // The global trie is written at exit even if unchanged, so the file `--trie`
             // names exists after the first run.
@@ -223,13 +283,28 @@ pub fn spawn(
         })
 }
 
+/// What the engine thread searches recommendations with.
+struct Beams<'a> {
+    runner: BeamRunner<'a>,
+    rec: &'a Recommender,
+    tokenizer: &'a Tokenizer,
+}
+
 fn run(
     scheduler: &mut Scheduler<'_, Running>,
+    mut beams: Option<&mut Beams<'_>>,
     config: &WorkerConfig,
     metrics: &Metrics,
-    mut rx: mpsc::Receiver<Job>,
+    mut rx: mpsc::Receiver<Work>,
     shutdown: &Arc<Shutdown>,
 ) {
+    let mut searches: VecDeque<RecommendJob> = VecDeque::new();
+    let take = |scheduler: &mut Scheduler<'_, Running>,
+                searches: &mut VecDeque<RecommendJob>,
+                work: Work| match work {
+        Work::Generate(job) => admit(scheduler, config, metrics, shutdown, job),
+        Work::Recommend(job) => searches.push_back(job),
+    };
     let mut progress = |r: &Running, p: Progress| {
         if p.first {
             metrics.first_token(r.arrived.elapsed());
@@ -237,17 +312,24 @@ fn run(
         metrics.step(p.new_tokens);
     };
     loop {
-        if scheduler.is_idle() {
+        if scheduler.is_idle() && searches.is_empty() {
             match rx.blocking_recv() {
-                Some(job) => admit(scheduler, config, metrics, shutdown, job),
+                Some(work) => take(scheduler, &mut searches, work),
                 None => break,
             }
         }
         while scheduler.has_room() {
             match rx.try_recv() {
-                Ok(job) => admit(scheduler, config, metrics, shutdown, job),
+                Ok(work) => take(scheduler, &mut searches, work),
                 Err(_) => break,
             }
+        }
+        // One search between steps: generations keep moving while recommendations wait.
+        if let Some(job) = searches.pop_front() {
+            search(beams.as_deref_mut(), config, metrics, shutdown, job);
+        }
+        if scheduler.is_idle() {
+            continue;
         }
         let finished = scheduler.step(&mut progress);
         metrics.health.failing_steps(scheduler.failing_steps());
@@ -321,4 +403,56 @@ fn admit(
             let _ = r.events.try_send(Event::Done(Err(e.into())));
         }
     }
+}
+
+/// Runs one recommendation and answers it. A failure (a panic in the search included)
+/// fails this request only.
+fn search(
+    beams: Option<&mut Beams<'_>>,
+    config: &WorkerConfig,
+    metrics: &Metrics,
+    shutdown: &Shutdown,
+    job: RecommendJob,
+) {
+    metrics.queued(-1);
+    let outcome = |result: &Result<Recommendation, ApiError>| match result {
+        Ok(_) => "ok",
+        Err(e) if e.status().is_client_error() => "invalid",
+        Err(_) => "error",
+    };
+    if job.reply.is_closed() {
+        metrics.recommended("cancelled");
+        return;
+    }
+    let result = if shutdown.cancelling() {
+        Err(ApiError::Unavailable)
+    } else if job.arrived.elapsed() >= config.timeout {
+        Err(ApiError::Timeout(config.timeout.as_secs()))
+    } else if let Some(b) = beams {
+        let request = &job.request;
+        let found = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            specdec_rec::recommend::recommend(
+                &mut b.runner,
+                &b.rec.catalogue,
+                b.tokenizer,
+                std::slice::from_ref(&request.history),
+                &request.opts,
+            )
+        }));
+        match found {
+            Ok(Ok(mut recs)) => recs
+                .pop()
+                .ok_or_else(|| ApiError::Internal("the search returned no list".into())),
+            Ok(Err(e)) => {
+                tracing::warn!("a recommendation failed: {e}");
+                Err(e.into())
+            }
+            Err(_) => Err(ApiError::Internal("the beam search panicked".into())),
+        }
+    } else {
+        // The handler checks first; a test's hand-built state may not.
+        Err(ApiError::RecommendDisabled)
+    };
+    metrics.recommended(outcome(&result));
+    let _ = job.reply.send(result);
 }

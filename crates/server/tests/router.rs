@@ -116,6 +116,7 @@ fn state_with(queue: Queue, api_key: Option<&str>) -> Arc<AppState> {
         queue,
         metrics: base.metrics.clone(),
         api_key: api_key.map(str::to_string),
+        recommender: None,
         started: base.started,
     })
 }
@@ -313,6 +314,7 @@ fn state_with_metrics(metrics: Arc<Metrics>) -> Arc<AppState> {
         queue: Queue::new(1, metrics.clone()).0,
         metrics,
         api_key: None,
+        recommender: None,
         started: base.started,
     })
 }

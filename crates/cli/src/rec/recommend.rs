@@ -6,9 +6,8 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Args as ClapArgs, ValueEnum};
 use specdec_engine::beam::{BeamOptions, BeamRunner, BeamVerify};
-use specdec_rec::movielens::Dataset;
-use specdec_rec::recommend::{catalogue::CACHE_SUBDIR, recommend, ItemCatalogue, Recommendation};
-use specdec_workloads::DataDirs;
+pub use specdec_rec::recommend::mode_name;
+use specdec_rec::recommend::{answer_json, recommend, CatalogueSource, ItemCatalogue};
 
 use super::beam_args::{BeamArgs, BeamVerifyArg};
 use crate::common::{self, ModelArgs};
@@ -52,19 +51,10 @@ pub fn load_catalogue(
     file: Option<&std::path::Path>,
     tok: &specdec_engine::Tokenizer,
 ) -> anyhow::Result<ItemCatalogue> {
-    match file {
-        Some(f) => ItemCatalogue::from_file(f, tok)
-            .with_context(|| format!("reading the catalogue {}", f.display())),
-        None => {
-            let dirs = DataDirs::from_env()?;
-            let data = Dataset::fetch(&dirs).context("fetching MovieLens-100k")?;
-            Ok(ItemCatalogue::from_dataset_cached(
-                &data,
-                tok,
-                &dirs.cache.join(CACHE_SUBDIR),
-            )?)
-        }
-    }
+    let source = CatalogueSource::file_or_movielens(file);
+    source
+        .load(tok)
+        .with_context(|| format!("loading the catalogue {}", source.describe()))
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -117,7 +107,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .pop()
         .expect("one recommendation per history");
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&to_json(&rec, &opts))?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&answer_json(&rec, &opts))?
+        );
     } else {
         for (i, item) in rec.items.iter().enumerate() {
             println!(
@@ -151,30 +144,4 @@ fn ids(ids: &[u32]) -> String {
         .map(u32::to_string)
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-pub fn mode_name(opts: &BeamOptions) -> &'static str {
-    match (&opts.draft, opts.jump_forward) {
-        (Some(d), _) if d.verify == BeamVerify::Strict => "strict speculative",
-        (Some(_), _) => "relaxed speculative",
-        (None, true) => "jump-forward",
-        (None, false) => "plain",
-    }
-}
-
-/// The JSON the CLI prints: the same shape as the server's `/v1/recommend` answer.
-pub fn to_json(rec: &Recommendation, opts: &BeamOptions) -> serde_json::Value {
-    let s = &rec.stats;
-    serde_json::json!({
-        "items": rec.items,
-        "speculation": {
-            "mode": mode_name(opts),
-            "relaxed": s.relaxed,
-            "target_forwards": s.decode_forwards(),
-            "draft_forwards": s.draft_forwards,
-            "steps": s.steps,
-            "rounds": s.rounds,
-            "accepted_steps_per_round": s.accepted_per_round(),
-        },
-    })
 }

@@ -7,10 +7,12 @@ pub mod catalogue;
 pub mod metrics;
 pub mod prompt;
 pub mod service;
+mod source;
 pub mod users;
 
 pub use catalogue::ItemCatalogue;
 pub use metrics::RankingMetrics;
 pub use prompt::{prompt_for_titles, prompt_for_user};
-pub use service::{named, recommend, Recommendation, Recommended};
+pub use service::{answer_json, mode_name, named, recommend, Recommendation, Recommended};
+pub use source::CatalogueSource;
 pub use users::{eval_cases, EvalCase, Target};

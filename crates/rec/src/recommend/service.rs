@@ -4,7 +4,7 @@
 //! they return the same list.
 
 use serde::Serialize;
-use specdec_engine::beam::{BeamOptions, BeamOutput, BeamRunner, BeamStats};
+use specdec_engine::beam::{BeamOptions, BeamOutput, BeamRunner, BeamStats, BeamVerify};
 use specdec_tokenizer::Tokenizer;
 
 use super::{prompt_for_titles, ItemCatalogue};
@@ -64,5 +64,69 @@ pub fn named(catalogue: &ItemCatalogue, out: BeamOutput) -> Recommendation {
             })
             .collect(),
         stats: out.stats,
+    }
+}
+
+/// How a search with `opts` is named in answers and logs.
+pub fn mode_name(opts: &BeamOptions) -> &'static str {
+    match (&opts.draft, opts.jump_forward) {
+        (Some(d), _) if d.verify == BeamVerify::Strict => "strict speculative",
+        (Some(_), _) => "relaxed speculative",
+        (None, true) => "jump-forward",
+        (None, false) => "plain",
+    }
+}
+
+/// The answer `specdec rec recommend --json` prints and `/v1/recommend` returns (the
+/// server adds its envelope): the items, best first, and how the search went.
+pub fn answer_json(rec: &Recommendation, opts: &BeamOptions) -> serde_json::Value {
+    let s = &rec.stats;
+    serde_json::json!({
+        "items": rec.items,
+        "speculation": {
+            "mode": mode_name(opts),
+            "relaxed": s.relaxed,
+            "target_forwards": s.decode_forwards(),
+            "draft_forwards": s.draft_forwards,
+            "steps": s.steps,
+            "rounds": s.rounds,
+            "accepted_steps_per_round": s.accepted_per_round(),
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_answer_names_the_search_and_lists_the_items_best_first() {
+        let rec = Recommendation {
+            items: vec![Recommended {
+                title: "Babe (1995)".into(),
+                item_ids: vec![8],
+                score: -1.5,
+            }],
+            stats: BeamStats {
+                target_forwards: 4,
+                relaxed: true,
+                ..BeamStats::default()
+            },
+        };
+        let v = answer_json(
+            &rec,
+            &BeamOptions::speculative(1, BeamVerify::Relaxed { seed: 1 }),
+        );
+        assert_eq!(v["items"][0]["title"], "Babe (1995)");
+        assert_eq!(v["items"][0]["item_ids"][0], 8);
+        assert_eq!(v["speculation"]["mode"], "relaxed speculative");
+        assert_eq!(v["speculation"]["relaxed"], true);
+        assert_eq!(v["speculation"]["target_forwards"], 3);
+        assert_eq!(mode_name(&BeamOptions::plain(1)), "plain");
+        assert_eq!(mode_name(&BeamOptions::jump_forward(1)), "jump-forward");
+        assert_eq!(
+            mode_name(&BeamOptions::speculative(1, BeamVerify::Strict)),
+            "strict speculative"
+        );
     }
 }

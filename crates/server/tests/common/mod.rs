@@ -29,6 +29,8 @@ pub fn config() -> ServerConfig {
         default_method: DraftMethod::Auto,
         default_max_draft: 32,
         prefix_cache_bytes: 64 << 20,
+        catalogue: None,
+        draft_model: None,
     }
 }
 
