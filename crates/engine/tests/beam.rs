@@ -223,6 +223,11 @@ fn bad_requests_are_errors() {
         BeamRunner::new(&t, Some(&other)).is_err(),
         "another vocabulary"
     );
+    // A draft whose context is too short for the prompt and an entry is refused up front.
+    let short = FakeTarget::new(VOCAB, 16);
+    let mut r2 = BeamRunner::new(&t, Some(&short)).unwrap();
+    assert!(r2.run(&cat, &[vec![1; 12]], &spec).is_err());
+    assert!(r2.run(&cat, &[vec![1; 12]], &BeamOptions::plain(2)).is_ok());
     let big = Catalogue::new(vec![vec![VOCAB as u32 + 5, END]]).unwrap();
     assert!(r.run(&big, &[vec![1]], &BeamOptions::plain(1)).is_err());
 }

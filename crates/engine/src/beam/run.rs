@@ -232,7 +232,15 @@ impl<'a> BeamRunner<'a> {
                 "catalogue token {t} is outside the model's vocabulary of {vocab}"
             ));
         }
-        let limit = self.target.config().context_length;
+        // The draft's context bounds a speculative search too.
+        let limit = match (opts.draft.is_some(), self.draft) {
+            (true, Some(d)) => self
+                .target
+                .config()
+                .context_length
+                .min(d.config().context_length),
+            _ => self.target.config().context_length,
+        };
         for p in prompts {
             if p.is_empty() {
                 return bad("a prompt needs at least one token".into());

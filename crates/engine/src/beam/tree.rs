@@ -53,6 +53,10 @@ impl BeamTree {
             kids: HashMap::new(),
             logits: None,
         };
+        // Drafted and forced nodes only where the context has room for them (the pending
+        // tokens always fit: the search checked its prompt against the context).
+        let seq = &beam.target.seq;
+        let room = seq.max_len().saturating_sub(seq.len());
         let pending = &beam.target.pending;
         for (i, &tok) in pending.iter().enumerate() {
             // Only the last pending node is a position of the beam; its trie node is the
@@ -78,6 +82,9 @@ impl BeamTree {
                         None => continue,
                     },
                 };
+                if t.nodes.len() >= room {
+                    break;
+                }
                 at[i] = Some(t.push(n.token, parent, Kind::Drafted(i), n.trie));
             }
         }
@@ -96,6 +103,9 @@ impl BeamTree {
             for (mut at, trie, cap) in leaves {
                 let mut node = trie;
                 for tok in cat.forced(trie).into_iter().take(cap) {
+                    if t.nodes.len() >= room {
+                        break;
+                    }
                     node = cat.child(node, tok).expect("forced tokens follow the trie");
                     at = Some(t.push(tok, at, Kind::Forced, node));
                 }
