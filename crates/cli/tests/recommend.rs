@@ -84,18 +84,28 @@ fn recommends_k_catalogue_titles_and_speculation_returns_plains_list() {
 }
 
 #[test]
-fn an_empty_history_still_recommends() {
+fn an_empty_history_or_unknown_titles_still_recommend() {
     let cat = catalogue();
+    let c = cat.to_str().unwrap();
+    let o = specdec(&["rec", "recommend", "--catalogue", c, "-k", "2", "--json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(items(&v).len(), 2);
+    // An unknown title stays in the prompt as free text, with a warning.
+    let history = "A Film Nobody Made (2031); Babe (1995)";
     let o = specdec(&[
         "rec",
         "recommend",
         "--catalogue",
-        cat.to_str().unwrap(),
+        c,
         "-k",
         "2",
         "--json",
+        "--history",
+        history,
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not in the catalogue"));
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(items(&v).len(), 2);
 }
