@@ -72,9 +72,9 @@ impl DraftConfig {
     fn check(&self) -> Result<(), TrainError> {
         let ok = self.n_heads > 0
             && self.n_kv_heads > 0
-            && self.hidden % self.n_heads == 0
-            && self.n_heads % self.n_kv_heads == 0
-            && self.head_dim() % 2 == 0
+            && self.hidden.is_multiple_of(self.n_heads)
+            && self.n_heads.is_multiple_of(self.n_kv_heads)
+            && self.head_dim().is_multiple_of(2)
             && self.vocab > 0;
         if !ok {
             return Err(TrainError::Config(format!("{self:?}")));
