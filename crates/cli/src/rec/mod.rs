@@ -8,6 +8,7 @@ mod knowledge;
 mod prepare;
 mod quality;
 pub mod recommend;
+mod train_draft;
 
 use clap::Subcommand;
 
@@ -27,6 +28,9 @@ pub enum RecCommand {
     Eval(eval::Args),
     /// The K items a history leads the model to (catalogue-constrained beam search).
     Recommend(recommend::Args),
+    /// Train a draft for speculative beam search on the target's own top-K beams
+    /// (AtSpeed-S, AtSpeed-R, KD or CE) and write it as a GGUF.
+    TrainDraft(train_draft::Args),
 }
 
 pub fn run(cmd: RecCommand) -> anyhow::Result<()> {
@@ -37,6 +41,7 @@ pub fn run(cmd: RecCommand) -> anyhow::Result<()> {
         RecCommand::Bench(a) => bench::run(a),
         RecCommand::Eval(a) => eval::run(a),
         RecCommand::Recommend(a) => recommend::run(a),
+        RecCommand::TrainDraft(a) => train_draft::run(a),
     }
 }
 

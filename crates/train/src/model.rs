@@ -1,0 +1,370 @@
+//! The draft model in candle: a small Llama (RMSNorm, interleaved RoPE, grouped-query
+//! attention, SwiGLU, tied embeddings) whose forward is the one specdec's runtime runs for a
+//! GGUF `llama` file, so an exported draft scores what it was trained to score.
+//!
+//! Parameters are named as in GGUF (`token_embd.weight`, `blk.N.attn_q.weight`, ...), so
+//! checkpoints and exports use the same names. Matrices are stored `[out, in]`, which is
+//! also GGUF's row-major layout for a tensor of dims `[in, out]`.
+
+use candle_core::{DType, Device, Tensor, Var, D};
+use candle_nn::VarMap;
+use rand::{Rng, SeedableRng};
+use serde::{Deserialize, Serialize};
+
+use crate::TrainError;
+
+/// The draft's hyper-parameters.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DraftConfig {
+    pub n_layers: usize,
+    pub hidden: usize,
+    pub n_heads: usize,
+    pub n_kv_heads: usize,
+    pub ffn: usize,
+    pub vocab: usize,
+    pub context_length: usize,
+    pub rope_base: f32,
+    pub rms_eps: f32,
+}
+
+impl DraftConfig {
+    /// The default draft: 2 layers, hidden 256, 4 heads (2 kv heads), ffn 768.
+    pub fn small(vocab: usize) -> Self {
+        DraftConfig {
+            n_layers: 2,
+            hidden: 256,
+            n_heads: 4,
+            n_kv_heads: 2,
+            ffn: 768,
+            vocab,
+            context_length: 2048,
+            rope_base: 10000.0,
+            rms_eps: 1e-5,
+        }
+    }
+
+    pub fn head_dim(&self) -> usize {
+        self.hidden / self.n_heads
+    }
+
+    /// Every parameter's GGUF name and shape `[out, in]` (vectors `[n]`), in file order.
+    pub fn parameters(&self) -> Vec<(String, Vec<usize>)> {
+        let (h, hd, f) = (self.hidden, self.head_dim(), self.ffn);
+        let mut p = vec![("token_embd.weight".to_string(), vec![self.vocab, h])];
+        for i in 0..self.n_layers {
+            let n = |s: &str| format!("blk.{i}.{s}");
+            p.extend([
+                (n("attn_norm.weight"), vec![h]),
+                (n("attn_q.weight"), vec![self.n_heads * hd, h]),
+                (n("attn_k.weight"), vec![self.n_kv_heads * hd, h]),
+                (n("attn_v.weight"), vec![self.n_kv_heads * hd, h]),
+                (n("attn_output.weight"), vec![h, self.n_heads * hd]),
+                (n("ffn_norm.weight"), vec![h]),
+                (n("ffn_gate.weight"), vec![f, h]),
+                (n("ffn_up.weight"), vec![f, h]),
+                (n("ffn_down.weight"), vec![h, f]),
+            ]);
+        }
+        p.push(("output_norm.weight".to_string(), vec![h]));
+        p
+    }
+
+    fn check(&self) -> Result<(), TrainError> {
+        let ok = self.n_heads > 0
+            && self.n_kv_heads > 0
+            && self.hidden.is_multiple_of(self.n_heads)
+            && self.n_heads.is_multiple_of(self.n_kv_heads)
+            && self.head_dim().is_multiple_of(2)
+            && self.vocab > 0;
+        if !ok {
+            return Err(TrainError::Config(format!("{self:?}")));
+        }
+        Ok(())
+    }
+}
+
+/// The draft: its configuration and its trainable parameters.
+pub struct Draft {
+    pub config: DraftConfig,
+    pub vars: VarMap,
+    cos: Tensor,
+    sin: Tensor,
+}
+
+/// Standard deviation of the random matrices (Llama's initialisation).
+const INIT_STD: f64 = 0.02;
+
+impl Draft {
+    /// A draft with seeded random matrices, unit norms and, when given, the embedding
+    /// initialised from the target's (`target_embd`: `vocab` rows of `width`), see
+    /// [`project_embedding`].
+    pub fn new(
+        config: DraftConfig,
+        seed: u64,
+        target_embd: Option<(&[f32], usize)>,
+    ) -> Result<Self, TrainError> {
+        config.check()?;
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let vars = VarMap::new();
+        {
+            let mut data = vars.data().lock().expect("var map lock");
+            for (name, shape) in config.parameters() {
+                let n: usize = shape.iter().product();
+                let values: Vec<f32> = if shape.len() == 1 {
+                    vec![1.0; n]
+                } else if name == "token_embd.weight" && target_embd.is_some() {
+                    let (e, width) = target_embd.expect("checked");
+                    project_embedding(e, width, config.vocab, config.hidden, &mut rng)?
+                } else {
+                    uniform(n, INIT_STD, &mut rng)
+                };
+                let t = Tensor::from_vec(values, shape, &Device::Cpu)?;
+                data.insert(name, Var::from_tensor(&t)?);
+            }
+        }
+        Self::with_vars(config, vars)
+    }
+
+    /// A draft over existing parameters (a loaded checkpoint).
+    pub fn with_vars(config: DraftConfig, vars: VarMap) -> Result<Self, TrainError> {
+        config.check()?;
+        let (cos, sin) = rope_tables(&config)?;
+        Ok(Draft {
+            config,
+            vars,
+            cos,
+            sin,
+        })
+    }
+
+    /// The parameter `name`.
+    pub fn param(&self, name: &str) -> Result<Tensor, TrainError> {
+        let data = self.vars.data().lock().expect("var map lock");
+        data.get(name)
+            .map(|v| v.as_tensor().clone())
+            .ok_or_else(|| TrainError::Config(format!("no parameter `{name}`")))
+    }
+
+    /// Every parameter, in [`DraftConfig::parameters`] order (a fixed order, so updates
+    /// and exports do not depend on a hash map's).
+    pub fn vars_in_order(&self) -> Vec<Var> {
+        let data = self.vars.data().lock().expect("var map lock");
+        self.config
+            .parameters()
+            .iter()
+            .filter_map(|(n, _)| data.get(n).cloned())
+            .collect()
+    }
+
+    /// Final hidden states (after the output norm) of `tokens` (`batch × len`, each row a
+    /// sequence from position 0; padding after a sequence's end does not reach it, the
+    /// attention being causal), as `[batch * len, hidden]`.
+    pub fn hidden_states(&self, tokens: &Tensor) -> Result<Tensor, TrainError> {
+        let c = &self.config;
+        let (b, t) = tokens.dims2()?;
+        if t > c.context_length {
+            return Err(TrainError::Config(format!(
+                "{t} tokens exceed the context of {}",
+                c.context_length
+            )));
+        }
+        let (h, hd) = (c.hidden, c.head_dim());
+        let group = c.n_heads / c.n_kv_heads;
+        let emb = self.param("token_embd.weight")?;
+        let mut x = emb
+            .index_select(&tokens.flatten_all()?, 0)?
+            .reshape((b, t, h))?;
+        let mask = causal_mask(t)?;
+        let (cos, sin) = (self.cos.narrow(0, 0, t)?, self.sin.narrow(0, 0, t)?);
+        let scale = 1.0 / (hd as f64).sqrt();
+        for i in 0..c.n_layers {
+            let p = |s: &str| self.param(&format!("blk.{i}.{s}"));
+            let xn = rms_norm(&x, &p("attn_norm.weight")?, c.rms_eps)?;
+            let heads = |w: &str, n: usize| -> Result<Tensor, TrainError> {
+                let y = linear(&xn, &p(w)?)?;
+                let y = y.reshape((b, t, n, hd))?.transpose(1, 2)?.contiguous()?;
+                Ok(y)
+            };
+            let q = candle_nn::rotary_emb::rope_i_slow(
+                &heads("attn_q.weight", c.n_heads)?,
+                &cos,
+                &sin,
+            )?;
+            let k = candle_nn::rotary_emb::rope_i_slow(
+                &heads("attn_k.weight", c.n_kv_heads)?,
+                &cos,
+                &sin,
+            )?;
+            let v = heads("attn_v.weight", c.n_kv_heads)?;
+            // Query head j reads kv head j / group, as the runtime does.
+            let (k, v) = (repeat_kv(&k, group)?, repeat_kv(&v, group)?);
+            let scores = (q.matmul(&k.t()?)? * scale)?.broadcast_add(&mask)?;
+            let attn = candle_nn::ops::softmax(&scores, D::Minus1)?.matmul(&v)?;
+            let attn = attn.transpose(1, 2)?.reshape((b, t, c.n_heads * hd))?;
+            x = (x + linear(&attn, &p("attn_output.weight")?)?)?;
+            let xn = rms_norm(&x, &p("ffn_norm.weight")?, c.rms_eps)?;
+            let gate = linear(&xn, &p("ffn_gate.weight")?)?.silu()?;
+            let up = linear(&xn, &p("ffn_up.weight")?)?;
+            x = (x + linear(&(gate * up)?, &p("ffn_down.weight")?)?)?;
+        }
+        let x = rms_norm(&x, &self.param("output_norm.weight")?, c.rms_eps)?;
+        Ok(x.reshape((b * t, h))?)
+    }
+
+    /// Logits (over the whole vocabulary) of the rows `rows` of
+    /// [`hidden_states`](Self::hidden_states)' output: `[rows, vocab]`.
+    pub fn logits_at(&self, tokens: &Tensor, rows: &[u32]) -> Result<Tensor, TrainError> {
+        let hs = self.hidden_states(tokens)?;
+        let idx = Tensor::new(rows, &Device::Cpu)?;
+        let picked = hs.index_select(&idx, 0)?;
+        Ok(picked.matmul(&self.param("token_embd.weight")?.t()?)?)
+    }
+
+    /// Logits of every position of one sequence: `[len, vocab]`.
+    pub fn logits(&self, tokens: &[u32]) -> Result<Tensor, TrainError> {
+        let t = Tensor::new(tokens, &Device::Cpu)?.unsqueeze(0)?;
+        let rows: Vec<u32> = (0..tokens.len() as u32).collect();
+        self.logits_at(&t, &rows)
+    }
+}
+
+/// `x · wᵀ` for `x` of any leading dims and `w` `[out, in]`.
+fn linear(x: &Tensor, w: &Tensor) -> Result<Tensor, TrainError> {
+    Ok(x.broadcast_matmul(&w.t()?)?)
+}
+
+fn rms_norm(x: &Tensor, w: &Tensor, eps: f32) -> Result<Tensor, TrainError> {
+    // The slow variant is built from differentiable ops (the fused one has no backward).
+    Ok(candle_nn::ops::rms_norm_slow(x, w, eps)?)
+}
+
+/// `[b, n_kv, t, d]` to `[b, n_kv * group, t, d]`, each kv head repeated `group` times in place.
+fn repeat_kv(x: &Tensor, group: usize) -> Result<Tensor, TrainError> {
+    if group == 1 {
+        return Ok(x.clone());
+    }
+    let (b, n, t, d) = x.dims4()?;
+    Ok(x.unsqueeze(2)?
+        .expand((b, n, group, t, d))?
+        .reshape((b, n * group, t, d))?)
+}
+
+fn causal_mask(t: usize) -> Result<Tensor, TrainError> {
+    let m: Vec<f32> = (0..t * t)
+        .map(|i| {
+            if i % t > i / t {
+                f32::NEG_INFINITY
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    Ok(Tensor::from_vec(m, (t, t), &Device::Cpu)?)
+}
+
+/// cos and sin of every position and pair, `[context, head_dim / 2]`, computed as the
+/// runtime computes them (f64 angles, rounded to f32).
+fn rope_tables(c: &DraftConfig) -> Result<(Tensor, Tensor), TrainError> {
+    let (hd, half) = (c.head_dim(), c.head_dim() / 2);
+    let mut cos = Vec::with_capacity(c.context_length * half);
+    let mut sin = Vec::with_capacity(c.context_length * half);
+    for p in 0..c.context_length {
+        for i in 0..half {
+            let f = (c.rope_base as f64).powf(-((2 * i) as f64) / hd as f64);
+            let a = p as f64 * f;
+            cos.push(a.cos() as f32);
+            sin.push(a.sin() as f32);
+        }
+    }
+    let shape = (c.context_length, half);
+    Ok((
+        Tensor::from_vec(cos, shape, &Device::Cpu)?,
+        Tensor::from_vec(sin, shape, &Device::Cpu)?,
+    ))
+}
+
+/// `n` values uniform with mean 0 and standard deviation `std`.
+fn uniform(n: usize, std: f64, rng: &mut impl Rng) -> Vec<f32> {
+    let a = std * 3f64.sqrt();
+    (0..n).map(|_| rng.gen_range(-a..a) as f32).collect()
+}
+
+/// The target's embedding (`vocab` rows of `width`) projected to `hidden` columns by a
+/// seeded random matrix with entries of variance 1/hidden (Johnson-Lindenstrauss): dot
+/// products between token embeddings, which tied logits are made of, are kept in
+/// expectation, and so are row norms. Truncating to the first `hidden` columns would
+/// keep only part of each row's norm.
+pub fn project_embedding(
+    e: &[f32],
+    width: usize,
+    vocab: usize,
+    hidden: usize,
+    rng: &mut impl Rng,
+) -> Result<Vec<f32>, TrainError> {
+    if e.len() != vocab * width {
+        return Err(TrainError::Config(format!(
+            "target embedding has {} values, expected {vocab} x {width}",
+            e.len()
+        )));
+    }
+    let r = Tensor::from_vec(
+        uniform(width * hidden, 1.0 / (hidden as f64).sqrt(), rng),
+        (width, hidden),
+        &Device::Cpu,
+    )?;
+    let et = Tensor::from_slice(e, (vocab, width), &Device::Cpu)?;
+    Ok(et
+        .matmul(&r)?
+        .to_dtype(DType::F32)?
+        .flatten_all()?
+        .to_vec1()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tiny() -> DraftConfig {
+        DraftConfig {
+            n_layers: 1,
+            hidden: 16,
+            n_heads: 4,
+            n_kv_heads: 2,
+            ffn: 32,
+            vocab: 50,
+            context_length: 64,
+            rope_base: 10000.0,
+            rms_eps: 1e-5,
+        }
+    }
+
+    #[test]
+    fn logits_are_causal_and_seeded() {
+        let d = Draft::new(tiny(), 3, None).unwrap();
+        let a = d.logits(&[1, 2, 3, 4]).unwrap().to_vec2::<f32>().unwrap();
+        let b = d.logits(&[1, 2, 3, 9]).unwrap().to_vec2::<f32>().unwrap();
+        assert_eq!(a[..3], b[..3], "a later token changed an earlier row");
+        assert_ne!(a[3], b[3]);
+        let again = Draft::new(tiny(), 3, None).unwrap();
+        assert_eq!(
+            again
+                .logits(&[1, 2, 3, 4])
+                .unwrap()
+                .to_vec2::<f32>()
+                .unwrap(),
+            a
+        );
+    }
+
+    #[test]
+    fn projection_keeps_norms_roughly() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+        let e = uniform(4 * 64, 1.0, &mut rng);
+        let p = project_embedding(&e, 64, 4, 256, &mut rng).unwrap();
+        for r in 0..4 {
+            let n0: f32 = e[r * 64..][..64].iter().map(|v| v * v).sum();
+            let n1: f32 = p[r * 256..][..256].iter().map(|v| v * v).sum();
+            assert!((n1 / n0 - 1.0).abs() < 0.3, "{n0} {n1}");
+        }
+    }
+}
