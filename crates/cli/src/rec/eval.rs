@@ -6,19 +6,14 @@
 
 use std::time::Instant;
 
-use anyhow::{bail, Context};
+use anyhow::bail;
 use clap::{Args as ClapArgs, ValueEnum};
 use serde::Serialize;
 use specdec_engine::beam::{BeamOptions, BeamOutput, BeamRunner, BeamVerify, RowCost};
-use specdec_rec::movielens::Dataset;
-use specdec_rec::recommend::{
-    self, catalogue::CACHE_SUBDIR, ItemCatalogue, RankingMetrics, Target,
-};
-use specdec_rec::split::Split;
-use specdec_workloads::DataDirs;
+use specdec_rec::recommend::{self, RankingMetrics, Target};
 
 use super::beam_args::BeamArgs;
-use crate::common::{self, ModelArgs};
+use crate::common::ModelArgs;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Mode {
@@ -115,14 +110,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if speculative && !args.beam.wants_draft() {
         bail!("strict and relaxed speculation need a draft: --draft-model FILE, or --self-draft LAYERS (e.g. 4)");
     }
-    let dirs = DataDirs::from_env()?;
-    let data = Dataset::fetch(&dirs).context("fetching MovieLens-100k")?;
-    let split = Split::leave_last_out(&data);
-    let path = common::model_path(args.model.model.as_deref())?;
-    let loaded = specdec_engine::Loaded::open(&path, args.model.threads)?;
+    let super::MovieLensSetup {
+        data,
+        split,
+        path,
+        loaded,
+        catalogue,
+        ..
+    } = super::movielens_setup(&args.model)?;
     let tok = loaded.meta.tokenizer.clone();
-    let catalogue =
-        ItemCatalogue::from_dataset_cached(&data, &tok, &dirs.cache.join(CACHE_SUBDIR))?;
     let draft = if speculative {
         args.beam
             .load_draft(&loaded.meta, &path, args.model.threads)?

@@ -45,6 +45,42 @@ pub fn run(cmd: RecCommand) -> anyhow::Result<()> {
     }
 }
 
+/// What the recommendation commands start from: MovieLens (fetched and cached), its split,
+/// the model and the catalogue in its tokenization (cached).
+pub(crate) struct MovieLensSetup {
+    pub dirs: specdec_workloads::DataDirs,
+    pub data: specdec_rec::movielens::Dataset,
+    pub split: specdec_rec::split::Split,
+    pub path: std::path::PathBuf,
+    pub loaded: specdec_engine::Loaded,
+    pub catalogue: specdec_rec::recommend::ItemCatalogue,
+}
+
+pub(crate) fn movielens_setup(model: &crate::common::ModelArgs) -> anyhow::Result<MovieLensSetup> {
+    use anyhow::Context;
+    let dirs = specdec_workloads::DataDirs::from_env()?;
+    let data = specdec_rec::movielens::Dataset::fetch(&dirs).context("fetching MovieLens-100k")?;
+    let split = specdec_rec::split::Split::leave_last_out(&data);
+    let path = crate::common::model_path(model.model.as_deref())?;
+    let loaded = specdec_engine::Loaded::open(&path, model.threads)?;
+    let cache = dirs
+        .cache
+        .join(specdec_rec::recommend::catalogue::CACHE_SUBDIR);
+    let catalogue = specdec_rec::recommend::ItemCatalogue::from_dataset_cached(
+        &data,
+        &loaded.meta.tokenizer,
+        &cache,
+    )?;
+    Ok(MovieLensSetup {
+        dirs,
+        data,
+        split,
+        path,
+        loaded,
+        catalogue,
+    })
+}
+
 /// A progress bar on stderr when it is a terminal (hidden otherwise).
 pub(crate) fn progress_bar(total: u64, unit: &str) -> indicatif::ProgressBar {
     use std::io::IsTerminal;

@@ -10,18 +10,15 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context};
 use clap::{Args as ClapArgs, ValueEnum};
 use specdec_gguf::{dequantize, GgufFile};
-use specdec_rec::movielens::Dataset;
-use specdec_rec::recommend::{self, catalogue::CACHE_SUBDIR, ItemCatalogue, Target};
-use specdec_rec::split::Split;
+use specdec_rec::recommend::{self, Target};
 use specdec_train::teacher::{self, TeacherCase};
 use specdec_train::train::checkpoint_paths;
 use specdec_train::{
     load_checkpoint, save_checkpoint, to_gguf, Draft, DraftConfig, Objective, TeacherData,
     TeacherKey, TeacherUser, TrainOptions, Trainer,
 };
-use specdec_workloads::DataDirs;
 
-use crate::common::{self, ModelArgs};
+use crate::common::ModelArgs;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum ObjectiveArg {
@@ -74,14 +71,15 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let dirs = DataDirs::from_env()?;
-    let data = Dataset::fetch(&dirs).context("fetching MovieLens-100k")?;
-    let split = Split::leave_last_out(&data);
-    let path = common::model_path(args.model.model.as_deref())?;
-    let loaded = specdec_engine::Loaded::open(&path, args.model.threads)?;
+    let super::MovieLensSetup {
+        dirs,
+        data,
+        split,
+        path,
+        loaded,
+        catalogue,
+    } = super::movielens_setup(&args.model)?;
     let tok = loaded.meta.tokenizer.clone();
-    let catalogue =
-        ItemCatalogue::from_dataset_cached(&data, &tok, &dirs.cache.join(CACHE_SUBDIR))?;
     let mut cases = recommend::eval_cases(&data, &split, Target::Valid);
     if let Some(n) = args.users {
         cases.truncate(n);
