@@ -35,8 +35,8 @@ pub struct BeamArgs {
     /// The most drafted steps per round (gamma).
     #[arg(long, default_value_t = 3)]
     pub max_steps: usize,
-    /// Always draft N beams for gamma steps instead of choosing per round from the
-    /// measured costs and acceptance.
+    /// Always draft N beams for gamma steps (the fewest target forwards) instead of
+    /// choosing each search's plan from what the plans cost per search so far.
     #[arg(long)]
     pub fixed: bool,
 }

@@ -33,9 +33,9 @@ pub struct DraftPlan {
     pub max_beams: usize,
     /// The most drafted steps (gamma) per round.
     pub max_steps: usize,
-    /// Choose each round's plan (gamma from 0 to the most, forced tokens after the draft's
-    /// leaves or not) from the steps per millisecond each plan measured (else always the
-    /// maxima).
+    /// Choose each search's plan (gamma from 0 to the most, forced tokens after the
+    /// draft's leaves or not) from what each plan cost per search so far (else always the
+    /// maxima: the fewest forwards).
     pub adaptive: bool,
 }
 

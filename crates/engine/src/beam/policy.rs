@@ -92,7 +92,7 @@ impl PlanChooser {
         }
     }
 
-    /// The plan for the next round: an untried one first, else the best steps per cost,
+    /// The plan for the next search: an untried one first, else the best steps per cost,
     /// else now and then the one tried least recently (an exploration).
     pub fn choose(&mut self) -> Plan {
         self.rounds += 1;

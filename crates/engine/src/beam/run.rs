@@ -2,11 +2,10 @@
 //! search's trees, verification) until every search is done. Several requests' searches
 //! share each forward.
 
+use std::collections::HashMap;
 use std::time::Instant;
 
 use specdec_runtime::{Node, SeqInput, Target, Want};
-
-use std::collections::HashMap;
 
 use super::cost::RowCost;
 use super::draft::{draft_round, DraftTree};
