@@ -104,9 +104,7 @@ struct Acc {
 pub fn run(args: Args) -> anyhow::Result<()> {
     let mut modes = vec![Mode::Plain];
     modes.extend(args.modes.iter().copied().filter(|&m| m != Mode::Plain));
-    let speculative = modes
-        .iter()
-        .any(|m| matches!(m, Mode::Strict | Mode::Relaxed));
+    let speculative = modes.iter().any(|m| m.drafts());
     if speculative && !args.beam.wants_draft() {
         bail!("strict and relaxed speculation need a draft: --draft-model FILE, or --self-draft LAYERS (e.g. 4)");
     }

@@ -41,8 +41,8 @@ pub struct PlanReport {
 
 #[derive(Clone, Debug, Default)]
 struct Seen {
-    rounds: usize,
-    steps: f64,
+    searches: usize,
+    /// Mean cost per search (an EMA once past the first few).
     cost: f64,
 }
 
@@ -51,7 +51,8 @@ struct Seen {
 pub(crate) struct PlanChooser {
     plans: Vec<Plan>,
     seen: Vec<Seen>,
-    rounds: usize,
+    /// Plans handed out so far.
+    chosen: usize,
 }
 
 /// Searches between two explorations, once every plan was tried.
@@ -88,24 +89,23 @@ impl PlanChooser {
         PlanChooser {
             plans,
             seen,
-            rounds: 0,
+            chosen: 0,
         }
     }
 
-    /// The plan for the next search: an untried one first, else the best steps per cost,
+    /// The plan for the next search: an untried one first, else the cheapest,
     /// else now and then the one tried least recently (an exploration).
     pub fn choose(&mut self) -> Plan {
-        self.rounds += 1;
-        if let Some(i) = (0..self.plans.len()).find(|&i| self.seen[i].rounds < TRIALS) {
+        self.chosen += 1;
+        if let Some(i) = (0..self.plans.len()).find(|&i| self.seen[i].searches < TRIALS) {
             return self.plans[i];
         }
-        if self.rounds.is_multiple_of(EXPLORE_EVERY) {
-            let i = (self.rounds / EXPLORE_EVERY) % self.plans.len();
+        if self.chosen.is_multiple_of(EXPLORE_EVERY) {
+            let i = (self.chosen / EXPLORE_EVERY) % self.plans.len();
             return self.plans[i];
         }
-        let value = |s: &Seen| s.steps / s.cost.max(1e-9);
         let best = (0..self.plans.len())
-            .max_by(|&a, &b| value(&self.seen[a]).total_cmp(&value(&self.seen[b])))
+            .min_by(|&a, &b| self.seen[a].cost.total_cmp(&self.seen[b].cost))
             .expect("at least one plan");
         self.plans[best]
     }
@@ -119,28 +119,22 @@ impl PlanChooser {
                 draft_beams: p.beams,
                 draft_steps: p.steps,
                 forced_after_draft: p.forced_after_draft,
-                searches: s.rounds,
+                searches: s.searches,
                 cost: s.cost,
             })
             .collect()
     }
 
-    /// What a round run with `plan` took: its beam steps and its cost (milliseconds, or
-    /// modeled units when timings are ignored).
-    pub fn observe(&mut self, plan: Plan, steps: usize, cost: f64) {
+    /// What a search run with `plan` cost (milliseconds, or modeled units when timings
+    /// are ignored).
+    pub fn observe(&mut self, plan: Plan, cost: f64) {
         let Some(i) = self.plans.iter().position(|p| *p == plan) else {
             return;
         };
         let s = &mut self.seen[i];
-        if s.rounds == 0 {
-            s.steps = steps as f64;
-            s.cost = cost;
-        } else {
-            let rate = RATE.max(1.0 / (s.rounds + 1) as f64);
-            s.steps += rate * (steps as f64 - s.steps);
-            s.cost += rate * (cost - s.cost);
-        }
-        s.rounds += 1;
+        let rate = RATE.max(1.0 / (s.searches + 1) as f64);
+        s.cost += rate * (cost - s.cost);
+        s.searches += 1;
     }
 }
 
@@ -155,17 +149,17 @@ mod tests {
         for _ in 0..5 * TRIALS {
             let p = c.choose();
             // Plan with 2 steps and no forced tokens after the leaves wins.
-            let steps = if p.steps == 2 && p.forced_after_draft == 0 {
-                6
+            let cost = if p.steps == 2 && p.forced_after_draft == 0 {
+                10.0
             } else {
-                2
+                30.0
             };
-            c.observe(p, steps, 10.0);
+            c.observe(p, cost);
         }
         for _ in 0..20 {
             let p = c.choose();
             assert_eq!((p.steps, p.forced_after_draft), (2, 0));
-            c.observe(p, 6, 10.0);
+            c.observe(p, 10.0);
         }
     }
 }

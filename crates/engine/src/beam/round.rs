@@ -103,7 +103,7 @@ pub(crate) fn verify_round(
             .iter()
             .map(|c| c.score)
             .chain(bonus.iter().map(|b| b.2));
-        let done = would_stop(search, scores);
+        let done = search.beats_every(scores);
         if !bonus.is_empty() || next.is_empty() || done {
             let mut live = Vec::with_capacity(next.len() + bonus.len());
             for c in &next {
@@ -299,18 +299,6 @@ fn node_draft(tree: &BeamTree, n: usize, c: &Cursor, token: u32) -> (DraftBase, 
             (c.draft.0.clone(), extra)
         }
     }
-}
-
-/// Whether the search would be done with these live scores.
-fn would_stop(search: &Search, live: impl Iterator<Item = f64>) -> bool {
-    let k = search.opts.k;
-    if search.finished.len() < k {
-        return false;
-    }
-    let mut scores: Vec<f64> = search.finished.iter().map(|r| r.score).collect();
-    scores.sort_by(|a, b| b.total_cmp(a));
-    let kth = scores[k - 1];
-    live.into_iter().all(|s| s <= kth)
 }
 
 fn draft_side(search: &Search, input: &RoundInput<'_>, c: &Cursor, more: &[u32]) -> Option<Side> {

@@ -105,7 +105,7 @@ impl<'a> BeamRunner<'a> {
     ) -> Result<Vec<BeamOutput>, EngineError> {
         self.check(cat, prompts, opts)?;
         let pre = self.prefill(prompts, opts.draft.is_some())?;
-        self.run_prefilled(cat, &pre, opts)
+        self.search(cat, &pre, opts)
     }
 
     /// Every prompt through the target, and through the draft too with `draft`, in one
@@ -149,6 +149,16 @@ impl<'a> BeamRunner<'a> {
         opts: &BeamOptions,
     ) -> Result<Vec<BeamOutput>, EngineError> {
         self.check(cat, &pre.prompts, opts)?;
+        self.search(cat, pre, opts)
+    }
+
+    /// The searches of checked options from prefilled prompts.
+    fn search(
+        &mut self,
+        cat: &Catalogue,
+        pre: &Prefilled,
+        opts: &BeamOptions,
+    ) -> Result<Vec<BeamOutput>, EngineError> {
         let draft_ms = pre.draft.as_ref().map_or(0.0, |d| d.1);
         if opts.draft.is_some() && pre.draft.is_none() {
             return Err(EngineError::InvalidRequest(
@@ -430,7 +440,7 @@ impl<'a> BeamRunner<'a> {
     fn observe(&mut self, search: &Search) {
         if let Some(d) = search.opts.draft.as_ref().filter(|d| d.adaptive) {
             if let Some(c) = self.choosers.get_mut(&key(d, &search.opts)) {
-                c.observe(search.plan, 1, search.cost);
+                c.observe(search.plan, search.cost);
             }
         }
     }

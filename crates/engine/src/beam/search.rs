@@ -63,21 +63,19 @@ impl Search {
     /// Done once no beam is live, or K finished items score at least as well as every
     /// live beam (scores only fall as beams grow, so none of them could still enter).
     pub(crate) fn is_done(&self) -> bool {
+        self.live.is_empty() || self.beats_every(self.live.iter().map(|b| b.score))
+    }
+
+    /// Whether K finished items score at least as well as each of `live`.
+    pub(crate) fn beats_every(&self, mut live: impl Iterator<Item = f64>) -> bool {
         let k = self.opts.k;
-        if self.live.is_empty() {
-            return true;
-        }
         if self.finished.len() < k {
             return false;
         }
-        let kth = self.kth_finished();
-        self.live.iter().all(|b| b.score <= kth)
-    }
-
-    fn kth_finished(&self) -> f64 {
         let mut scores: Vec<f64> = self.finished.iter().map(|r| r.score).collect();
         scores.sort_by(|a, b| b.total_cmp(a));
-        scores[self.opts.k - 1]
+        let kth = scores[k - 1];
+        live.all(|s| s <= kth)
     }
 
     /// The K best finished items, best first (ties by lower token ids), and the stats.
