@@ -29,6 +29,11 @@ pub(crate) struct BeamTree {
     /// The trie node each node's token leads to.
     pub trie: Vec<TrieNode>,
     kids: HashMap<(Option<usize>, u32), usize>,
+    /// Per node, its last drafted or forced child and how many it has (the beam's own
+    /// position's in `root_kids`): leaves and forced chains without rescanning the tree.
+    last_kid: Vec<Option<usize>>,
+    kid_count: Vec<u32>,
+    root_kids: u32,
     pub logits: Option<Logits>,
 }
 
@@ -51,6 +56,9 @@ impl BeamTree {
             kind: Vec::new(),
             trie: Vec::new(),
             kids: HashMap::new(),
+            last_kid: Vec::new(),
+            kid_count: Vec::new(),
+            root_kids: 0,
             logits: None,
         };
         // Drafted and forced nodes only where the context has room for them (the pending
@@ -122,17 +130,26 @@ impl BeamTree {
         });
         self.kind.push(kind);
         self.trie.push(trie);
+        self.last_kid.push(None);
+        self.kid_count.push(0);
         if kind != Kind::Pending {
             self.kids.insert((parent, token), i);
+            match parent {
+                Some(p) => {
+                    self.kid_count[p] += 1;
+                    self.last_kid[p] = Some(i);
+                }
+                None => self.root_kids += 1,
+            }
         }
         i
     }
 
     fn has_kids(&self, at: Option<usize>) -> bool {
-        let n = self.nodes.len();
-        (0..n).any(|i| {
-            self.kind[i] != Kind::Pending && self.nodes[i].parent.map(|p| p as usize) == at
-        })
+        match at {
+            Some(i) => self.kid_count[i] > 0,
+            None => self.root_kids > 0,
+        }
     }
 
     /// The node `token` leads to from position `at`, if it is in the tree.
@@ -142,10 +159,8 @@ impl BeamTree {
 
     /// The only node below `i` when it is a forced one.
     pub fn forced_kid(&self, i: usize) -> Option<usize> {
-        let mut kids =
-            (i + 1..self.nodes.len()).filter(|&j| self.nodes[j].parent == Some(i as u32));
-        match (kids.next(), kids.next()) {
-            (Some(j), None) if self.kind[j] == Kind::Forced => Some(j),
+        match self.last_kid[i] {
+            Some(j) if self.kid_count[i] == 1 && self.kind[j] == Kind::Forced => Some(j),
             _ => None,
         }
     }
