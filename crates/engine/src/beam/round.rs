@@ -183,7 +183,12 @@ fn pick(
     // the target's mass times the draft's constrained probability.
     let lse_beams = log_sum_exp(cursors.iter().map(|c| c.score));
     let mut proposals: Vec<(usize, f64)> = Vec::new();
+    // `candidates` lists each cursor's pairs together, in cursor order.
+    let mut first = 0;
     for (ci, c) in cursors.iter().enumerate() {
+        let end = first + cands[first..].iter().take_while(|x| x.parent == ci).count();
+        let mine = first..end;
+        first = end;
         let lw = c.score - lse_beams;
         let q_row = draft_row(search, input, c);
         let q_norm = q_row.map(|r| {
@@ -195,7 +200,7 @@ fn pick(
                     .map(|&(t, _)| r[t as usize] as f64),
             )
         });
-        for (i, cand) in cands.iter().enumerate().filter(|(_, x)| x.parent == ci) {
+        for (i, cand) in mine.map(|i| (i, &cands[i])) {
             let drafted = match child_pos(search, input, c, cand.token) {
                 Some((Pos::Node(n), _)) => {
                     matches!(input.trees[c.origin].kind[n], Kind::Drafted(_))
