@@ -58,7 +58,7 @@ fn train_draft_trains_resumes_and_the_draft_speculates() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
     assert!(
-        err.contains("resuming after epoch 1") && err.contains("epoch 2:"),
+        err.contains("resuming at epoch 2, step 0") && err.contains("epoch 2:"),
         "{err}"
     );
     assert!(!err.contains("epoch 1:"), "{err}");

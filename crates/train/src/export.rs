@@ -34,7 +34,10 @@ pub fn to_gguf(
             "llama.attention.layer_norm_rms_epsilon",
             Value::F32(c.rms_eps),
         )
-        .kv("llama.vocab_size", u(c.vocab));
+        .kv("llama.vocab_size", u(c.vocab))
+        // Trained on the catalogue-renormalised distribution over trie children: the
+        // engine scores this draft that way and computes only those columns of its head.
+        .kv("specdec.draft.scoring", Value::String("catalogue".into()));
     if let Some(src) = tokenizer_from {
         b.raw_kv = src
             .raw_metadata()

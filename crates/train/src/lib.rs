@@ -3,17 +3,20 @@
 //! draft in candle ([`model`]), the objectives ([`loss`]), the training loop's pieces
 //! ([`train`]) and the GGUF export the runtime loads ([`export`]).
 
+pub mod checkpoint;
 pub mod export;
 pub mod loss;
 pub mod model;
+pub mod optim;
 pub mod teacher;
 pub mod train;
 
+pub use checkpoint::{checkpoint_exists, load_checkpoint, save_checkpoint, CheckpointMeta};
 pub use export::{runtime_logits, to_gguf};
 pub use loss::Objective;
-pub use model::{Draft, DraftConfig};
+pub use model::{Draft, DraftConfig, Layout};
 pub use teacher::{TeacherCase, TeacherData, TeacherKey, TeacherUser};
-pub use train::{load_checkpoint, save_checkpoint, StepLoss, TrainOptions, Trainer};
+pub use train::{StepLoss, TrainOptions, Trainer};
 
 #[derive(Debug, thiserror::Error)]
 pub enum TrainError {

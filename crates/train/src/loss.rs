@@ -99,11 +99,11 @@ pub fn atspeed_s(
     mean_rows(&(rkl + entropy.broadcast_mul(&p_k)?)?)
 }
 
-/// Cross-entropy of `targets` (`[P]`, u32) under `logits` (`[P, vocab]`, the whole
-/// vocabulary, as the draft's beam search normalises).
-pub fn cross_entropy(logits: &Tensor, targets: &Tensor) -> Result<Tensor, TrainError> {
-    let lsm = candle_nn::ops::log_softmax(logits, D::Minus1)?;
-    let picked = lsm.gather(&targets.unsqueeze(1)?, 1)?;
+/// Cross-entropy of `targets` (`[P]`, u32, column indices) under the log-probabilities
+/// `log_q` (`[P, width]`): the ground truth under the draft's catalogue-constrained
+/// distribution, which is what its beam search samples and ranks by.
+pub fn cross_entropy(log_q: &Tensor, targets: &Tensor) -> Result<Tensor, TrainError> {
+    let picked = log_q.gather(&targets.unsqueeze(1)?, 1)?;
     Ok(picked.neg()?.mean_all()?)
 }
 
@@ -201,11 +201,14 @@ mod tests {
 
     #[test]
     fn cross_entropy_of_the_truth() {
-        let logits = t(&[0.0, 3f32.ln(), 0.0, 0.0], 2);
+        // Row 1 allows two tokens (q = 1/4, 3/4), row 2 three (q = 1/2, 1/4, 1/4).
+        let logits = t(&[0.0, 3f32.ln(), 0.0, 2f32.ln(), 0.0, 0.0], 2);
+        let mask = t(&[1.0, 1.0, 0.0, 1.0, 1.0, 1.0], 2);
+        let log_q = masked_log_softmax(&logits, &mask).unwrap();
         let targets = Tensor::new(&[1u32, 0], &Device::Cpu).unwrap();
         // Row 1: -ln(3/4); row 2: -ln(1/2); mean.
         let want = (-(0.75f64.ln()) - 0.5f64.ln()) / 2.0;
-        close(scalar(cross_entropy(&logits, &targets).unwrap()), want);
+        close(scalar(cross_entropy(&log_q, &targets).unwrap()), want);
     }
 
     #[test]

@@ -145,27 +145,37 @@ impl Draft {
             .ok_or_else(|| TrainError::Config(format!("no parameter `{name}`")))
     }
 
-    /// Every parameter, in [`DraftConfig::parameters`] order (a fixed order, so updates
-    /// and exports do not depend on a hash map's).
-    pub fn vars_in_order(&self) -> Vec<Var> {
+    /// The trainable variables in `parameters()` order, with their names.
+    pub fn named_vars_in_order(&self) -> Vec<(String, Var)> {
         let data = self.vars.data().lock().expect("var map lock");
         self.config
             .parameters()
-            .iter()
-            .filter_map(|(n, _)| data.get(n).cloned())
+            .into_iter()
+            .filter_map(|(n, _)| data.get(&n).cloned().map(|v| (n, v)))
             .collect()
     }
 
-    /// Final hidden states (after the output norm) of `tokens` (`batch × len`, each row a
-    /// sequence from position 0; padding after a sequence's end does not reach it, the
-    /// attention being causal), as `[batch * len, hidden]`.
-    pub fn hidden_states(&self, tokens: &Tensor) -> Result<Tensor, TrainError> {
+    /// The final-norm hidden states of every node, `[b * t, hidden]`, for `tokens`
+    /// `[b, t]` laid out by `layout` (`None`: each row one causal chain from position 0).
+    pub fn hidden_states(
+        &self,
+        tokens: &Tensor,
+        layout: Option<&Layout>,
+    ) -> Result<Tensor, TrainError> {
         let c = &self.config;
         let (b, t) = tokens.dims2()?;
-        if t > c.context_length {
+        let chain;
+        let layout = match layout {
+            Some(l) => l,
+            None => {
+                chain = Layout::chains(b, t)?;
+                &chain
+            }
+        };
+        if layout.max_position >= c.context_length {
             return Err(TrainError::Config(format!(
-                "{t} tokens exceed the context of {}",
-                c.context_length
+                "position {} exceeds the context of {}",
+                layout.max_position, c.context_length
             )));
         }
         let (h, hd) = (c.hidden, c.head_dim());
@@ -174,8 +184,13 @@ impl Draft {
         let mut x = emb
             .index_select(&tokens.flatten_all()?, 0)?
             .reshape((b, t, h))?;
-        let mask = causal_mask(t)?;
-        let (cos, sin) = (self.cos.narrow(0, 0, t)?, self.sin.narrow(0, 0, t)?);
+        // Each node's rotation, `[b, 1, t, hd / 2, 1]` to broadcast over heads and pairs.
+        let at = |table: &Tensor| -> Result<Tensor, TrainError> {
+            Ok(table
+                .index_select(&layout.positions.flatten_all()?, 0)?
+                .reshape((b, 1, t, hd / 2, 1))?)
+        };
+        let (cos, sin) = (at(&self.cos)?, at(&self.sin)?);
         let scale = 1.0 / (hd as f64).sqrt();
         for i in 0..c.n_layers {
             let p = |s: &str| self.param(&format!("blk.{i}.{s}"));
@@ -185,20 +200,11 @@ impl Draft {
                 let y = y.reshape((b, t, n, hd))?.transpose(1, 2)?.contiguous()?;
                 Ok(y)
             };
-            let q = candle_nn::rotary_emb::rope_i_slow(
-                &heads("attn_q.weight", c.n_heads)?,
-                &cos,
-                &sin,
-            )?;
-            let k = candle_nn::rotary_emb::rope_i_slow(
-                &heads("attn_k.weight", c.n_kv_heads)?,
-                &cos,
-                &sin,
-            )?;
+            let q = rope(&heads("attn_q.weight", c.n_heads)?, &cos, &sin)?;
+            let k = rope(&heads("attn_k.weight", c.n_kv_heads)?, &cos, &sin)?;
             let v = heads("attn_v.weight", c.n_kv_heads)?;
-            // Query head j reads kv head j / group, as the runtime does.
             let (k, v) = (repeat_kv(&k, group)?, repeat_kv(&v, group)?);
-            let scores = (q.matmul(&k.t()?)? * scale)?.broadcast_add(&mask)?;
+            let scores = (q.matmul(&k.t()?)? * scale)?.broadcast_add(&layout.mask)?;
             let attn = candle_nn::ops::softmax(&scores, D::Minus1)?.matmul(&v)?;
             let attn = attn.transpose(1, 2)?.reshape((b, t, c.n_heads * hd))?;
             x = (x + linear(&attn, &p("attn_output.weight")?)?)?;
@@ -211,24 +217,103 @@ impl Draft {
         Ok(x.reshape((b * t, h))?)
     }
 
-    /// Logits (over the whole vocabulary) of the rows `rows` of
-    /// [`hidden_states`](Self::hidden_states)' output: `[rows, vocab]`.
-    pub fn logits_at(&self, tokens: &Tensor, rows: &[u32]) -> Result<Tensor, TrainError> {
-        let hs = self.hidden_states(tokens)?;
+    /// The logits of flat rows `rows` (`sequence * t + position`) over the token columns
+    /// `columns` only (`None`: the whole vocabulary), `[rows, columns]`: a loss that reads
+    /// a few allowed tokens per row never pays for the full head.
+    pub fn logits_at(
+        &self,
+        tokens: &Tensor,
+        layout: Option<&Layout>,
+        rows: &[u32],
+        columns: Option<&Tensor>,
+    ) -> Result<Tensor, TrainError> {
+        let hs = self.hidden_states(tokens, layout)?;
         let idx = Tensor::new(rows, &Device::Cpu)?;
         let picked = hs.index_select(&idx, 0)?;
-        Ok(picked.matmul(&self.param("token_embd.weight")?.t()?)?)
+        let emb = self.param("token_embd.weight")?;
+        let head = match columns {
+            Some(c) => emb.index_select(c, 0)?,
+            None => emb,
+        };
+        Ok(picked.matmul(&head.t()?)?)
     }
 
-    /// Logits of every position of one sequence: `[len, vocab]`.
+    /// Every position's logits of one token sequence, `[len, vocab]`.
     pub fn logits(&self, tokens: &[u32]) -> Result<Tensor, TrainError> {
         let t = Tensor::new(tokens, &Device::Cpu)?.unsqueeze(0)?;
         let rows: Vec<u32> = (0..tokens.len() as u32).collect();
-        self.logits_at(&t, &rows)
+        self.logits_at(&t, None, &rows, None)
     }
 }
 
-/// `x · wᵀ` for `x` of any leading dims and `w` `[out, in]`.
+/// Where each node of a batch row sits: its RoPE position and the nodes it attends to. A
+/// row may hold a tree (a prompt and several continuations sharing it), each node seeing
+/// its ancestors and itself, as the runtime's tree forward does.
+pub struct Layout {
+    /// `[b, t]` positions.
+    pub positions: Tensor,
+    /// `[b, 1, t, t]`: 0 where a node may attend, minus infinity elsewhere.
+    pub mask: Tensor,
+    max_position: usize,
+}
+
+impl Layout {
+    /// Rows of trees given by each node's parent (`None`: a root at position 0), every row
+    /// padded to `t` nodes; padding attends to itself only and is never read.
+    pub fn trees(parents: &[Vec<Option<usize>>], t: usize) -> Result<Layout, TrainError> {
+        let b = parents.len();
+        let mut positions = vec![0u32; b * t];
+        let mut mask = vec![f32::NEG_INFINITY; b * t * t];
+        for (r, nodes) in parents.iter().enumerate() {
+            if nodes.len() > t {
+                return Err(TrainError::Config(format!("{} nodes in {t}", nodes.len())));
+            }
+            for i in 0..t {
+                let m = &mut mask[(r * t + i) * t..][..t];
+                m[i] = 0.0;
+                let Some(&parent) = nodes.get(i) else {
+                    continue;
+                };
+                if let Some(p) = parent {
+                    if p >= i {
+                        return Err(TrainError::Config(format!("node {i} has parent {p}")));
+                    }
+                    positions[r * t + i] = positions[r * t + p] + 1;
+                }
+                let mut a = parent;
+                while let Some(p) = a {
+                    m[p] = 0.0;
+                    a = nodes[p];
+                }
+            }
+        }
+        let max_position = positions.iter().copied().max().unwrap_or(0) as usize;
+        let dev = &Device::Cpu;
+        Ok(Layout {
+            positions: Tensor::from_vec(positions, (b, t), dev)?,
+            mask: Tensor::from_vec(mask, (b, 1, t, t), dev)?,
+            max_position,
+        })
+    }
+
+    /// `b` causal chains of `t` tokens.
+    pub fn chains(b: usize, t: usize) -> Result<Layout, TrainError> {
+        let chain: Vec<Option<usize>> = (0..t).map(|i| i.checked_sub(1)).collect();
+        Self::trees(&vec![chain; b], t)
+    }
+}
+
+/// Interleaved RoPE (pairs `2i, 2i + 1`, the runtime's `llama` convention) of `x`
+/// `[b, heads, t, d]` with per-node `cos`/`sin` `[b, 1, t, d / 2, 1]`.
+fn rope(x: &Tensor, cos: &Tensor, sin: &Tensor) -> Result<Tensor, TrainError> {
+    let (b, n, t, d) = x.dims4()?;
+    let x = x.reshape((b, n, t, d / 2, 2))?;
+    let (x0, x1) = (x.narrow(4, 0, 1)?, x.narrow(4, 1, 1)?);
+    let y0 = (x0.broadcast_mul(cos)? - x1.broadcast_mul(sin)?)?;
+    let y1 = (x0.broadcast_mul(sin)? + x1.broadcast_mul(cos)?)?;
+    Ok(Tensor::cat(&[y0, y1], 4)?.reshape((b, n, t, d))?)
+}
+
 fn linear(x: &Tensor, w: &Tensor) -> Result<Tensor, TrainError> {
     Ok(x.broadcast_matmul(&w.t()?)?)
 }
@@ -247,19 +332,6 @@ fn repeat_kv(x: &Tensor, group: usize) -> Result<Tensor, TrainError> {
     Ok(x.unsqueeze(2)?
         .expand((b, n, group, t, d))?
         .reshape((b, n * group, t, d))?)
-}
-
-fn causal_mask(t: usize) -> Result<Tensor, TrainError> {
-    let m: Vec<f32> = (0..t * t)
-        .map(|i| {
-            if i % t > i / t {
-                f32::NEG_INFINITY
-            } else {
-                0.0
-            }
-        })
-        .collect();
-    Ok(Tensor::from_vec(m, (t, t), &Device::Cpu)?)
 }
 
 /// cos and sin of every position and pair, `[context, head_dim / 2]`, computed as the
@@ -354,6 +426,53 @@ mod tests {
                 .unwrap(),
             a
         );
+    }
+
+    #[test]
+    fn a_tree_row_scores_each_branch_as_its_own_chain() {
+        let d = Draft::new(tiny(), 4, None).unwrap();
+        // Prompt 1 2 3, then branches 4 5 and 6 off the prompt, and 7 off 4.
+        let parents = vec![vec![
+            None,
+            Some(0),
+            Some(1),
+            Some(2),
+            Some(3),
+            Some(2),
+            Some(3),
+        ]];
+        let layout = Layout::trees(&parents, 8).unwrap();
+        let padded = Tensor::new(&[1u32, 2, 3, 4, 5, 6, 7, 0], &Device::Cpu)
+            .unwrap()
+            .unsqueeze(0)
+            .unwrap();
+        let rows: Vec<u32> = (0..7).collect();
+        let tree = d
+            .logits_at(&padded, Some(&layout), &rows, None)
+            .unwrap()
+            .to_vec2::<f32>()
+            .unwrap();
+        for (node, chain) in [
+            (4, vec![1, 2, 3, 4, 5]),
+            (5, vec![1, 2, 3, 6]),
+            (6, vec![1, 2, 3, 4, 7]),
+        ] {
+            let want = d.logits(&chain).unwrap().to_vec2::<f32>().unwrap();
+            let last = want.last().unwrap();
+            let diff = tree[node]
+                .iter()
+                .zip(last)
+                .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+            assert!(diff < 1e-5, "node {node}: {diff}");
+        }
+        // Only the chosen columns, in their order.
+        let cols = Tensor::new(&[9u32, 2], &Device::Cpu).unwrap();
+        let some = d
+            .logits_at(&padded, Some(&layout), &[4], Some(&cols))
+            .unwrap()
+            .to_vec2::<f32>()
+            .unwrap();
+        assert!((some[0][0] - tree[4][9]).abs() < 1e-5 && (some[0][1] - tree[4][2]).abs() < 1e-5);
     }
 
     #[test]

@@ -26,7 +26,13 @@ pub struct TeacherKey {
     pub k: usize,
     /// Which users, described (for example "valid targets, first 100").
     pub users: String,
+    /// What the file holds: files of an older layout are regenerated, not misread.
+    #[serde(default)]
+    pub format: u32,
 }
+
+/// The layout [`generate`] writes (2: with the ground truth's choices).
+pub const FORMAT: u32 = 2;
 
 /// One position along a beam: after the prompt and `beam`'s first `depth` tokens.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -49,6 +55,10 @@ pub struct TeacherUser {
     pub scores: Vec<f64>,
     /// Every distinct position along the beams.
     pub positions: Vec<Position>,
+    /// Where the catalogue leaves the ground truth a choice: its depth and the allowed
+    /// tokens there (the truth's own is `truth[depth]`).
+    #[serde(default)]
+    pub truth_choices: Vec<(usize, Vec<u32>)>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -75,7 +85,8 @@ pub fn generate(
     mut progress: impl FnMut(usize),
 ) -> Result<TeacherData, TrainError> {
     let mut runner = BeamRunner::new(target, None)?;
-    let opts = BeamOptions::plain(key.k);
+    // Jump-forward returns plain beam search's list with fewer forwards.
+    let opts = BeamOptions::jump_forward(key.k);
     let mut users = Vec::with_capacity(cases.len());
     for (i, case) in cases.iter().enumerate() {
         let out = runner
@@ -92,6 +103,7 @@ pub fn generate(
             beams,
             scores,
             positions,
+            truth_choices: truth_choices(cat, &case.truth)?,
         });
         progress(i + 1);
     }
@@ -164,6 +176,24 @@ fn beam_positions(
         }
     }
     Ok(positions)
+}
+
+/// The ground truth's choices along its trie path.
+fn truth_choices(cat: &Catalogue, truth: &[u32]) -> Result<Vec<(usize, Vec<u32>)>, TrainError> {
+    let mut node = Catalogue::ROOT;
+    let mut out = Vec::new();
+    for (depth, &tok) in truth.iter().enumerate() {
+        let kids = cat.children(node);
+        if kids.len() > 1 {
+            out.push((depth, kids.iter().map(|&(t, _)| t).collect()));
+        }
+        node = cat.child(node, tok).ok_or_else(|| {
+            TrainError::Teacher(format!(
+                "the ground truth leaves the catalogue at depth {depth}"
+            ))
+        })?;
+    }
+    Ok(out)
 }
 
 impl TeacherData {

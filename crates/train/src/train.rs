@@ -1,21 +1,19 @@
-//! The training loop's pieces: a batch built from teacher users, one optimiser step,
-//! seeded epoch orders, and checkpoints.
+//! The training loop's pieces: a batch built from teacher users, one optimiser step and
+//! seeded epoch orders.
 //!
-//! A batch holds, per user, one sequence per teacher beam (prompt + the beam but its last
-//! token) and one for the ground truth, right-padded to the longest (the attention is
-//! causal, so padding after a sequence never reaches its rows). One draft forward gives
-//! the rows the losses read: each teacher position once, and each ground-truth position.
+//! A batch holds one tree per user (see [`Batch`]); one draft forward gives the rows the
+//! losses read: each teacher position with a choice once, and each of the ground truth's.
 
-use std::path::{Path, PathBuf};
+use std::collections::{BTreeMap, HashMap};
 
 use candle_core::{Device, Tensor};
-use candle_nn::{AdamW, Optimizer, ParamsAdamW};
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
 
 use crate::loss::{self, Objective};
-use crate::model::{Draft, DraftConfig};
+use crate::model::{Draft, Layout};
+use crate::optim::{AdamW, ParamsAdamW};
 use crate::teacher::TeacherUser;
 use crate::TrainError;
 
@@ -43,84 +41,221 @@ impl TrainOptions {
     }
 }
 
-/// A batch's tensors.
+/// A batch's tensors. Each user is one row of the batch holding a tree: the prompt, then
+/// its teacher beams and its ground truth as branches sharing their common prefixes, so
+/// the prompt is computed once per user, not once per beam.
+///
+/// Only positions where the catalogue leaves a choice are read, and only over the tokens
+/// it allows there: the draft is used under the catalogue's constraint (it scores trie
+/// children renormalised, `specdec.draft.scoring = catalogue`), a forced token carries no
+/// loss, and the logits head is computed over the batch's allowed tokens alone.
 pub struct Batch {
-    /// `[sequences, len]` token ids.
+    /// `[users, len]` token ids and their tree layout.
     pub tokens: Tensor,
-    /// Flat row indices (`sequence * len + position`) of the teacher positions, then of
-    /// the ground-truth positions.
+    pub layout: Layout,
+    /// Flat row indices (`user * len + node`) of the teacher positions, then of the
+    /// ground truth's.
     pub rows: Vec<u32>,
     pub n_align: usize,
-    /// `[n_align, width]`: allowed tokens, mask, target log p renormalised over them.
+    /// `[columns]`: every token allowed at some row.
+    pub columns: Tensor,
+    /// `[rows, width]`: each row's allowed tokens as indices into `columns`, and a mask.
     pub allowed: Tensor,
     pub mask: Tensor,
+    /// `[n_align, width]`: the target's log p renormalised over the allowed tokens.
     pub log_p: Tensor,
-    /// `[rows - n_align]`: the ground-truth tokens.
+    /// `[rows - n_align]`: the ground truth's token as an index into its row's allowed.
     pub truth: Tensor,
+}
+
+/// One user's tree: tokens, parents, and a lookup of children.
+#[derive(Default)]
+struct Tree {
+    tokens: Vec<u32>,
+    parents: Vec<Option<usize>>,
+    children: HashMap<(usize, u32), usize>,
+}
+
+impl Tree {
+    fn new(prompt: &[u32]) -> Tree {
+        let mut t = Tree::default();
+        for (i, &tok) in prompt.iter().enumerate() {
+            t.tokens.push(tok);
+            t.parents.push(i.checked_sub(1));
+        }
+        t
+    }
+
+    /// The nodes of `tokens` below node `from`, added where missing.
+    fn path(&mut self, from: usize, tokens: &[u32]) -> Vec<usize> {
+        let mut at = from;
+        tokens
+            .iter()
+            .map(|&tok| {
+                at = *self.children.entry((at, tok)).or_insert_with(|| {
+                    self.tokens.push(tok);
+                    self.parents.push(Some(at));
+                    self.tokens.len() - 1
+                });
+                at
+            })
+            .collect()
+    }
+}
+
+/// A row the losses read: its node, its allowed tokens, and what it is scored against.
+struct Read {
+    user: usize,
+    node: usize,
+    allowed: Vec<u32>,
+    /// The target's log-probabilities of `allowed` (teacher rows).
+    log_p: Option<Vec<f32>>,
+    /// The ground truth's index in `allowed` (truth rows).
+    truth: Option<u32>,
 }
 
 impl Batch {
     pub fn new(users: &[&TeacherUser]) -> Result<Batch, TrainError> {
-        let mut seqs: Vec<Vec<u32>> = Vec::new();
-        // (sequence, position in it, allowed) per teacher position; (sequence, position,
-        // token) per ground-truth position.
-        let mut align = Vec::new();
-        let mut truth = Vec::new();
-        for u in users {
-            let base = seqs.len();
-            let p = u.prompt.len();
-            for b in &u.beams {
-                seqs.push([&u.prompt[..], &b[..b.len() - 1]].concat());
+        let mut trees = Vec::with_capacity(users.len());
+        let (mut align, mut truth) = (Vec::new(), Vec::new());
+        for (ui, u) in users.iter().enumerate() {
+            if u.prompt.is_empty() {
+                return Err(TrainError::Teacher(format!(
+                    "user {} has no prompt",
+                    u.user
+                )));
             }
-            for pos in &u.positions {
-                align.push((base + pos.beam, p - 1 + pos.depth, &pos.allowed));
+            let mut tree = Tree::new(&u.prompt);
+            let last = u.prompt.len() - 1;
+            // The node after a prefix of `ids`' tokens (depth 0: the prompt's last).
+            let at = |ids: &[usize], depth: usize| match depth {
+                0 => Some(last),
+                d => ids.get(d - 1).copied(),
+            };
+            let beams: Vec<Vec<usize>> = u
+                .beams
+                .iter()
+                .map(|b| tree.path(last, &b[..b.len().saturating_sub(1)]))
+                .collect();
+            for pos in u.positions.iter().filter(|p| p.allowed.len() > 1) {
+                let node = beams
+                    .get(pos.beam)
+                    .and_then(|ids| at(ids, pos.depth))
+                    .ok_or_else(|| bad_position(u, pos.beam, pos.depth))?;
+                align.push(Read {
+                    user: ui,
+                    node,
+                    allowed: pos.allowed.iter().map(|a| a.0).collect(),
+                    log_p: Some(renormalised(&pos.allowed)),
+                    truth: None,
+                });
             }
-            let s = seqs.len();
-            seqs.push([&u.prompt[..], &u.truth[..u.truth.len() - 1]].concat());
-            for (j, &t) in u.truth.iter().enumerate() {
-                truth.push((s, p - 1 + j, t));
+            let ids = tree.path(last, &u.truth[..u.truth.len().saturating_sub(1)]);
+            for (depth, allowed) in &u.truth_choices {
+                let tok = u.truth.get(*depth).copied();
+                let (Some(node), Some(i)) = (
+                    at(&ids, *depth),
+                    tok.and_then(|t| allowed.iter().position(|&a| a == t)),
+                ) else {
+                    return Err(TrainError::Teacher(format!(
+                        "user {}: the ground truth has no allowed token at depth {depth}",
+                        u.user
+                    )));
+                };
+                truth.push(Read {
+                    user: ui,
+                    node,
+                    allowed: allowed.clone(),
+                    log_p: None,
+                    truth: Some(i as u32),
+                });
             }
+            trees.push(tree);
         }
-        let len = seqs.iter().map(Vec::len).max().unwrap_or(0);
-        let flat: Vec<u32> = seqs
+        let len = trees
             .iter()
-            .flat_map(|s| s.iter().copied().chain(std::iter::repeat(0)).take(len))
+            .map(|t| t.tokens.len())
+            .max()
+            .unwrap_or(0)
+            .max(1);
+        let flat: Vec<u32> = trees
+            .iter()
+            .flat_map(|t| {
+                t.tokens
+                    .iter()
+                    .copied()
+                    .chain(std::iter::repeat(0))
+                    .take(len)
+            })
             .collect();
-        let width = align.iter().map(|a| a.2.len()).max().unwrap_or(1).max(1);
+        let parents: Vec<Vec<Option<usize>>> = trees.iter().map(|t| t.parents.clone()).collect();
+        let layout = Layout::trees(&parents, len)?;
         let n_align = align.len();
-        let (mut allowed, mut mask, mut log_p) = (
-            vec![0u32; n_align * width],
-            vec![0f32; n_align * width],
-            vec![0f32; n_align * width],
-        );
-        let mut rows = Vec::with_capacity(n_align + truth.len());
-        for (r, (s, pos, a)) in align.iter().enumerate() {
-            rows.push((s * len + pos) as u32);
-            let lse = log_sum_exp(a.iter().map(|x| x.1 as f64));
-            for (i, &(t, lp)) in a.iter().enumerate() {
-                allowed[r * width + i] = t;
+        let reads: Vec<&Read> = align.iter().chain(&truth).collect();
+        let mut columns: BTreeMap<u32, u32> = reads
+            .iter()
+            .flat_map(|r| r.allowed.iter().map(|&t| (t, 0)))
+            .collect();
+        for (i, c) in columns.values_mut().enumerate() {
+            *c = i as u32;
+        }
+        let width = reads
+            .iter()
+            .map(|r| r.allowed.len())
+            .max()
+            .unwrap_or(1)
+            .max(1);
+        let n = reads.len();
+        let (mut allowed, mut mask) = (vec![0u32; n * width], vec![0f32; n * width]);
+        let mut log_p = vec![0f32; n_align * width];
+        for (r, read) in reads.iter().enumerate() {
+            for (i, t) in read.allowed.iter().enumerate() {
+                allowed[r * width + i] = columns[t];
                 mask[r * width + i] = 1.0;
-                log_p[r * width + i] = (lp as f64 - lse) as f32;
+            }
+            if let Some(lp) = &read.log_p {
+                log_p[r * width..][..lp.len()].copy_from_slice(lp);
             }
         }
-        rows.extend(truth.iter().map(|&(s, pos, _)| (s * len + pos) as u32));
-        let truth: Vec<u32> = truth.iter().map(|t| t.2).collect();
+        let rows = reads
+            .iter()
+            .map(|r| (r.user * len + r.node) as u32)
+            .collect();
+        let truth: Vec<u32> = truth.iter().filter_map(|r| r.truth).collect();
+        let columns: Vec<u32> = columns.into_keys().collect();
         let dev = &Device::Cpu;
         Ok(Batch {
-            tokens: Tensor::from_vec(flat, (seqs.len(), len), dev)?,
+            tokens: Tensor::from_vec(flat, (trees.len(), len), dev)?,
+            layout,
             rows,
             n_align,
-            allowed: Tensor::from_vec(allowed, (n_align, width), dev)?,
-            mask: Tensor::from_vec(mask, (n_align, width), dev)?,
+            columns: Tensor::new(columns.as_slice(), dev)?,
+            allowed: Tensor::from_vec(allowed, (n, width), dev)?,
+            mask: Tensor::from_vec(mask, (n, width), dev)?,
             log_p: Tensor::from_vec(log_p, (n_align, width), dev)?,
             truth: Tensor::new(truth.as_slice(), dev)?,
         })
     }
 }
 
-fn log_sum_exp(xs: impl Iterator<Item = f64> + Clone) -> f64 {
-    let m = xs.clone().fold(f64::NEG_INFINITY, f64::max);
-    m + xs.map(|x| (x - m).exp()).sum::<f64>().ln()
+fn bad_position(u: &TeacherUser, beam: usize, depth: usize) -> TrainError {
+    TrainError::Teacher(format!(
+        "user {}: position (beam {beam}, depth {depth}) is not on a beam",
+        u.user
+    ))
+}
+
+/// Log-probabilities renormalised over the listed tokens.
+fn renormalised(allowed: &[(u32, f32)]) -> Vec<f32> {
+    let m = allowed
+        .iter()
+        .fold(f64::NEG_INFINITY, |m, a| m.max(a.1 as f64));
+    let lse = m + allowed
+        .iter()
+        .map(|a| (a.1 as f64 - m).exp())
+        .sum::<f64>()
+        .ln();
+    allowed.iter().map(|a| (a.1 as f64 - lse) as f32).collect()
 }
 
 /// One step's losses.
@@ -137,22 +272,30 @@ pub fn batch_loss(
     batch: &Batch,
     opts: &TrainOptions,
 ) -> Result<(Tensor, StepLoss), TrainError> {
-    let logits = draft.logits_at(&batch.tokens, &batch.rows)?;
-    let n = batch.rows.len();
-    let ce = loss::cross_entropy(
-        &logits.narrow(0, batch.n_align, n - batch.n_align)?,
-        &batch.truth,
+    let logits = draft.logits_at(
+        &batch.tokens,
+        Some(&batch.layout),
+        &batch.rows,
+        Some(&batch.columns),
     )?;
+    let log_q = loss::masked_log_softmax(&logits.gather(&batch.allowed, 1)?, &batch.mask)?;
+    let n = batch.rows.len();
+    let ce = if n > batch.n_align {
+        loss::cross_entropy(
+            &log_q.narrow(0, batch.n_align, n - batch.n_align)?,
+            &batch.truth,
+        )?
+    } else {
+        Tensor::zeros((), log_q.dtype(), log_q.device())?
+    };
     let alpha = match opts.objective {
         Objective::Ce => 0.0,
         _ => opts.alpha,
     };
     let (total, align) = if alpha > 0.0 && batch.n_align > 0 {
-        let at = logits
-            .narrow(0, 0, batch.n_align)?
-            .gather(&batch.allowed, 1)?;
-        let log_q = loss::masked_log_softmax(&at, &batch.mask)?;
-        let align = loss::align(opts.objective, &log_q, &batch.log_p, &batch.mask)?;
+        let log_q = log_q.narrow(0, 0, batch.n_align)?;
+        let mask = batch.mask.narrow(0, 0, batch.n_align)?;
+        let align = loss::align(opts.objective, &log_q, &batch.log_p, &mask)?;
         (((&ce * (1.0 - alpha))? + (&align * alpha)?)?, Some(align))
     } else {
         (ce.clone(), None)
@@ -170,7 +313,7 @@ pub fn batch_loss(
 pub struct Trainer {
     pub draft: Draft,
     pub opts: TrainOptions,
-    opt: AdamW,
+    pub(crate) opt: AdamW,
 }
 
 impl Trainer {
@@ -180,7 +323,7 @@ impl Trainer {
             weight_decay: 0.0,
             ..ParamsAdamW::default()
         };
-        let opt = AdamW::new(draft.vars_in_order(), params)?;
+        let opt = AdamW::new(draft.named_vars_in_order(), params)?;
         Ok(Trainer { draft, opts, opt })
     }
 
@@ -192,6 +335,11 @@ impl Trainer {
         Ok(losses)
     }
 
+    /// Optimiser steps taken so far (counting those before a resumed checkpoint).
+    pub fn steps(&self) -> usize {
+        self.opt.steps()
+    }
+
     /// The order users are visited in epoch `epoch`: a permutation seeded by the seed and
     /// the epoch, so a resumed run visits what an uninterrupted one would.
     pub fn epoch_order(&self, users: usize, epoch: usize) -> Vec<usize> {
@@ -200,49 +348,4 @@ impl Trainer {
         order.shuffle(&mut rand::rngs::StdRng::seed_from_u64(seed));
         order
     }
-}
-
-/// What a checkpoint records beside the parameters.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct CheckpointMeta {
-    pub config: DraftConfig,
-    pub opts: TrainOptions,
-    /// Epochs finished.
-    pub epochs_done: usize,
-}
-
-/// A checkpoint's two files: the parameters (safetensors) and their description (JSON).
-pub fn checkpoint_paths(base: &Path) -> (PathBuf, PathBuf) {
-    let mut json = base.as_os_str().to_owned();
-    json.push(".json");
-    (base.to_path_buf(), PathBuf::from(json))
-}
-
-/// Saves `draft` after `epochs_done` epochs (the JSON last, so a present JSON means the
-/// parameters beside it are whole). Adam's moments are not saved: a resumed run restarts
-/// them at the epoch boundary.
-pub fn save_checkpoint(
-    base: &Path,
-    draft: &Draft,
-    opts: &TrainOptions,
-    epochs_done: usize,
-) -> Result<(), TrainError> {
-    let (st, json) = checkpoint_paths(base);
-    draft.vars.save(&st)?;
-    let meta = CheckpointMeta {
-        config: draft.config.clone(),
-        opts: opts.clone(),
-        epochs_done,
-    };
-    std::fs::write(&json, serde_json::to_vec_pretty(&meta)?)?;
-    Ok(())
-}
-
-/// The draft saved at `base` and its description.
-pub fn load_checkpoint(base: &Path) -> Result<(Draft, CheckpointMeta), TrainError> {
-    let (st, json) = checkpoint_paths(base);
-    let meta: CheckpointMeta = serde_json::from_slice(&std::fs::read(&json)?)?;
-    let mut draft = Draft::new(meta.config.clone(), 0, None)?;
-    draft.vars.load(&st)?;
-    Ok((draft, meta))
 }

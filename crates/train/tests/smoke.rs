@@ -54,10 +54,17 @@ fn synthetic_users(n: usize, seed: u64) -> Vec<TeacherUser> {
                     });
                 }
             }
+            // The truth is beam 0, with beam 0's choices.
+            let truth_choices = positions
+                .iter()
+                .filter(|p| p.beam == 0)
+                .map(|p| (p.depth, p.allowed.iter().map(|a| a.0).collect()))
+                .collect();
             TeacherUser {
                 user: u as u32,
                 prompt,
                 truth: beams[0].clone(),
+                truth_choices,
                 scores: vec![-1.0, -2.0, -3.0],
                 beams,
                 positions,
@@ -122,32 +129,63 @@ fn a_tiny_draft_learns_and_exports_what_it_computes() {
 }
 
 #[test]
-fn training_is_seeded_and_checkpoints_round_trip() {
+fn training_is_seeded_and_a_resumed_run_equals_an_uninterrupted_one() {
     let users = synthetic_users(3, 2);
     let refs: Vec<&TeacherUser> = users.iter().collect();
-    let run = || {
-        let mut t = Trainer::new(
+    let fresh = || {
+        Trainer::new(
             Draft::new(tiny(), 5, None).unwrap(),
             TrainOptions::new(Objective::AtSpeedR, 0.7),
         )
-        .unwrap();
-        let l: Vec<f64> = (0..3).map(|_| t.step(&refs).unwrap().total).collect();
-        (t, l)
+        .unwrap()
     };
-    let (a, la) = run();
-    let (_, lb) = run();
-    assert_eq!(la, lb);
+    let steps = |t: &mut Trainer, n: usize| -> Vec<f64> {
+        (0..n).map(|_| t.step(&refs).unwrap().total).collect()
+    };
+    let mut a = fresh();
+    let la = steps(&mut a, 6);
+    assert_eq!(la, steps(&mut fresh(), 6));
     assert_eq!(a.epoch_order(10, 1), a.epoch_order(10, 1));
     assert_ne!(a.epoch_order(10, 1), a.epoch_order(10, 2));
+    // Stop after 3 steps, checkpoint (twice: generations replace each other), resume.
     let dir = temp("ckpt");
     let base = dir.join("d.ckpt");
-    save_checkpoint(&base, &a.draft, &a.opts, 1).unwrap();
-    let (back, meta) = load_checkpoint(&base).unwrap();
-    assert_eq!(meta.epochs_done, 1);
+    let mut b = fresh();
+    let mut lb = steps(&mut b, 2);
+    save_checkpoint(&base, &b, 0, 2).unwrap();
+    lb.extend(steps(&mut b, 1));
+    save_checkpoint(&base, &b, 0, 3).unwrap();
+    drop(b);
+    let (mut resumed, meta) = load_checkpoint(&base).unwrap();
+    assert_eq!(
+        (meta.epochs_done, meta.steps_done, meta.optimizer_steps),
+        (0, 3, 3)
+    );
+    lb.extend(steps(&mut resumed, 3));
+    assert_eq!(la, lb, "a resumed run trains as the uninterrupted one");
     let toks = &users[0].prompt;
     assert_eq!(
-        back.logits(toks).unwrap().to_vec2::<f32>().unwrap(),
+        resumed
+            .draft
+            .logits(toks)
+            .unwrap()
+            .to_vec2::<f32>()
+            .unwrap(),
         a.draft.logits(toks).unwrap().to_vec2::<f32>().unwrap()
+    );
+    // Only the newest generation's files remain.
+    let mut files: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    assert_eq!(
+        files,
+        [
+            "d.ckpt.g1.adam.safetensors",
+            "d.ckpt.g1.params.safetensors",
+            "d.ckpt.json"
+        ]
     );
     std::fs::remove_dir_all(dir).unwrap();
 }
@@ -174,6 +212,7 @@ fn teacher_data_is_deterministic_and_follows_the_trie() {
         model: "fake".into(),
         k: 3,
         users: "2".into(),
+        format: teacher::FORMAT,
     };
     let a = teacher::generate(&target, &cat, &cases, key.clone(), |_| {}).unwrap();
     let b = teacher::generate(&target, &cat, &cases, key.clone(), |_| {}).unwrap();
@@ -188,6 +227,8 @@ fn teacher_data_is_deterministic_and_follows_the_trie() {
         // Log-probabilities over the whole vocabulary: the allowed mass is below 1.
         let mass: f32 = roots[0].allowed.iter().map(|a| a.1.exp()).sum();
         assert!(mass > 0.0 && mass < 1.0, "{mass}");
+        // The truth (13, end) has a choice at the root only.
+        assert_eq!(u.truth_choices, [(0, vec![10, 13, 14, 20])]);
     }
     let dir = temp("teacher");
     let path = dir.join("t.json");

@@ -46,6 +46,15 @@ impl BeamArgs {
         self.draft_model.is_some() || self.self_draft.is_some()
     }
 
+    /// What to call the draft in reports: its file's stem, or `self-L`.
+    pub fn draft_name(&self) -> String {
+        match (&self.draft_model, self.self_draft) {
+            (Some(p), _) => file_label(p),
+            (None, Some(l)) => format!("self-{l}"),
+            (None, None) => "none".into(),
+        }
+    }
+
     /// The draft model, if one was asked for, checked against the target's vocabulary.
     pub fn load_draft(
         &self,
@@ -101,4 +110,12 @@ fn self_draft_file(target: &std::path::Path, layers: usize) -> anyhow::Result<Pa
         tracing::info!("wrote the self-draft {}", path.display());
     }
     Ok(path)
+}
+
+/// A file's stem, for labelling it in reports.
+pub fn file_label(p: &std::path::Path) -> String {
+    p.file_stem().map_or_else(
+        || p.display().to_string(),
+        |s| s.to_string_lossy().into_owned(),
+    )
 }

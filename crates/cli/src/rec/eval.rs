@@ -53,7 +53,17 @@ pub struct Args {
     /// The modes to compare (plain always runs: it is the reference).
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Mode::Plain, Mode::JumpForward, Mode::Strict, Mode::Relaxed])]
     pub modes: Vec<Mode>,
-    /// Evaluate the first N users only (default: all).
+    #[command(flatten)]
+    pub users: UserArgs,
+}
+
+/// Which users an evaluation covers and how it prints.
+#[derive(ClapArgs, Debug, Clone)]
+pub struct UserArgs {
+    /// Leave out the first N users (for example those a draft was trained on).
+    #[arg(long, default_value_t = 0)]
+    pub skip: usize,
+    /// Evaluate N users only, after the skipped ones (default: all).
     #[arg(long)]
     pub users: Option<usize>,
     /// Which held-out item to find.
@@ -64,9 +74,18 @@ pub struct Args {
     pub json: bool,
 }
 
+/// One configuration evaluated: a mode, with one of the drafts when it speculates.
+#[derive(Clone, Debug)]
+pub struct Arm {
+    pub mode: Mode,
+    pub draft: Option<usize>,
+}
+
 #[derive(Default, Serialize)]
 struct Row {
     mode: &'static str,
+    /// The draft's name, for a speculative mode.
+    draft: Option<String>,
     relaxed: bool,
     users: usize,
     recall_5: f64,
@@ -96,6 +115,7 @@ struct Row {
 
 struct Acc {
     mode: Mode,
+    draft: Option<String>,
     runner_ms: Vec<f64>,
     out: Vec<BeamOutput>,
     metrics: RankingMetrics,
@@ -108,28 +128,54 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if speculative && !args.beam.wants_draft() {
         bail!("strict and relaxed speculation need a draft: --draft-model FILE, or --self-draft LAYERS (e.g. 4)");
     }
+    let setup = super::movielens_setup(&args.model)?;
+    let drafts = match args
+        .beam
+        .load_draft(&setup.loaded.meta, &setup.path, args.model.threads)?
+    {
+        Some(d) if speculative => vec![(args.beam.draft_name(), d)],
+        _ => Vec::new(),
+    };
+    let arms: Vec<Arm> = modes
+        .iter()
+        .map(|&mode| Arm {
+            mode,
+            draft: mode.drafts().then_some(0),
+        })
+        .collect();
+    evaluate(&setup, &drafts, &arms, &args.beam, &args.users)
+}
+
+/// Runs `arms` over the users, one prefill per user (and per draft) that every arm forks,
+/// interleaved, and prints the comparison; fails when an exact arm's list differs from
+/// plain's. `arms[0]` must be plain: it is the reference.
+pub fn evaluate(
+    setup: &super::MovieLensSetup,
+    drafts: &[(String, specdec_engine::Loaded)],
+    arms: &[Arm],
+    beam: &BeamArgs,
+    users: &UserArgs,
+) -> anyhow::Result<()> {
     let super::MovieLensSetup {
         data,
         split,
-        path,
         loaded,
         catalogue,
         ..
-    } = super::movielens_setup(&args.model)?;
+    } = setup;
+    assert_eq!(arms[0].mode, Mode::Plain, "plain is the reference");
     let tok = loaded.meta.tokenizer.clone();
-    let draft = if speculative {
-        args.beam
-            .load_draft(&loaded.meta, &path, args.model.threads)?
-    } else {
-        None
-    };
-    let target = match args.target {
+    let target = match users.target {
         TargetArg::Test => Target::Test,
         TargetArg::Valid => Target::Valid,
     };
-    let mut cases = recommend::eval_cases(&data, &split, target);
-    if let Some(n) = args.users {
+    let mut cases = recommend::eval_cases(data, split, target);
+    cases.drain(..users.skip.min(cases.len()));
+    if let Some(n) = users.users {
         cases.truncate(n);
+    }
+    if cases.is_empty() {
+        bail!("no users left to evaluate (--skip {})", users.skip);
     }
     let prompts: Vec<Vec<u32>> = cases
         .iter()
@@ -137,27 +183,30 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .collect::<Result<_, _>>()?;
     let options = |m: Mode| -> BeamOptions {
         match m {
-            Mode::Plain => BeamOptions::plain(args.beam.k),
-            Mode::JumpForward => BeamOptions::jump_forward(args.beam.k),
-            Mode::Strict => args.beam.speculative(BeamVerify::Strict),
-            Mode::Relaxed => args.beam.speculative(BeamVerify::Relaxed {
-                seed: args.beam.seed,
-            }),
+            Mode::Plain => BeamOptions::plain(beam.k),
+            Mode::JumpForward => BeamOptions::jump_forward(beam.k),
+            Mode::Strict => beam.speculative(BeamVerify::Strict),
+            Mode::Relaxed => beam.speculative(BeamVerify::Relaxed { seed: beam.seed }),
         }
     };
-    let draft_target = draft
-        .as_ref()
-        .map(|d| &d.model as &dyn specdec_engine::Target);
-    let mut runners: Vec<BeamRunner> = modes
+    let mut runners: Vec<BeamRunner> = arms
         .iter()
-        // Every runner holds the draft (a mode that does not speculate ignores it), so any
-        // of them can prefill for all.
-        .map(|_| BeamRunner::new(&loaded.model, draft_target))
+        .map(|a| {
+            let draft = a
+                .draft
+                .map(|d| &drafts[d].1.model as &dyn specdec_engine::Target);
+            BeamRunner::new(&loaded.model, draft)
+        })
         .collect::<Result<_, _>>()?;
-    let mut accs: Vec<Acc> = modes
+    // Per draft, the first arm that speculates with it: it prefills that draft.
+    let prefiller: Vec<usize> = (0..drafts.len())
+        .map(|d| arms.iter().position(|a| a.draft == Some(d)).unwrap_or(0))
+        .collect();
+    let mut accs: Vec<Acc> = arms
         .iter()
-        .map(|&mode| Acc {
-            mode,
+        .map(|a| Acc {
+            mode: a.mode,
+            draft: a.draft.map(|d| drafts[d].0.clone()),
             runner_ms: Vec::new(),
             out: Vec::new(),
             metrics: RankingMetrics::new(&[5, 10]),
@@ -166,30 +215,35 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let bar = crate::rec::progress_bar(prompts.len() as u64, "users");
     let mut prefill_ms = Vec::with_capacity(prompts.len());
     for (u, (case, prompt)) in cases.iter().zip(&prompts).enumerate() {
-        // One prefill per user (the draft's too, when a mode speculates) that every mode
-        // forks: prefill is the same work in every mode, so the modes compare on what
-        // follows it. Its time is reported on its own.
-        let last = runners.len() - 1;
-        let pre = runners[last].prefill(std::slice::from_ref(prompt), speculative)?;
-        let (t_ms, d_ms) = pre.ms();
-        prefill_ms.push((t_ms, d_ms.unwrap_or(0.0)));
-        // Rotate which mode goes first, so a slow moment of the machine is spread.
-        for j in 0..modes.len() {
-            let i = (u + j) % modes.len();
+        // One target prefill per user (and one per draft) that every arm forks: prefill is
+        // the same work in every mode, so the arms compare on what follows it. Its time is
+        // reported on its own.
+        let plain = runners[0].prefill(std::slice::from_ref(prompt), false)?;
+        let with_draft: Vec<_> = prefiller
+            .iter()
+            .map(|&r| runners[r].prefill_draft(&plain))
+            .collect::<Result<_, _>>()?;
+        let draft_ms: Vec<f64> = with_draft.iter().map(|p| p.ms().1.unwrap_or(0.0)).collect();
+        prefill_ms.push((plain.ms().0, draft_ms));
+        // Rotate which arm goes first, so a slow moment of the machine is spread.
+        for j in 0..arms.len() {
+            let i = (u + j) % arms.len();
+            let pre = arms[i].draft.map_or(&plain, |d| &with_draft[d]);
             let started = Instant::now();
-            let mut out = runners[i].run_prefilled(catalogue.trie(), &pre, &options(modes[i]))?;
+            let mut out =
+                runners[i].run_prefilled(catalogue.trie(), pre, &options(arms[i].mode))?;
             accs[i]
                 .runner_ms
                 .push(started.elapsed().as_secs_f64() * 1e3);
             let out = out.pop().expect("one output per prompt");
             let ranked: Vec<usize> = out.items.iter().map(|r| r.entry).collect();
-            accs[i].metrics.add(&catalogue, &ranked, case.target_item);
+            accs[i].metrics.add(catalogue, &ranked, case.target_item);
             accs[i].out.push(out);
         }
         bar.inc(1);
     }
     bar.finish_and_clear();
-    let rows = summarize(&accs, &prefill_ms);
+    let rows = summarize(&accs, arms, &prefill_ms);
     for r in &rows {
         if !r.relaxed && r.differing > 0 {
             tracing::error!(
@@ -200,35 +254,38 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
     }
     let curve = cost_figures(runners[0].target_cost());
-    if args.json {
+    let draft_curves: Vec<(String, Curve)> = prefiller
+        .iter()
+        .zip(drafts)
+        .filter_map(|(&r, (name, _))| Some((name.clone(), cost_figures(runners[r].draft_cost()?))))
+        .collect();
+    if users.json {
         let v = serde_json::json!({
             "machine": crate::rec::cpu_name(),
-            "k": args.beam.k,
+            "k": beam.k,
             "users": cases.len(),
-            "target": format!("{:?}", args.target).to_lowercase(),
+            "skipped": users.skip,
+            "target": format!("{:?}", users.target).to_lowercase(),
             "modes": rows,
             "target_cost_ms_by_rows": curve,
-            "plans": plans_json(&runners, &modes),
-            "draft_cost_ms_by_rows": runners.iter().rev().find_map(|r| r.draft_cost()).map(cost_figures),
+            "plans": plans_json(&runners, &accs),
+            "draft_cost_ms_by_rows": draft_curves,
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
-        print_table(&rows, args.beam.k, cases.len());
+        print_table(&rows, beam.k, cases.len());
         println!(
             "target forward ms by rows (learned in this run): {}",
             format_curve(&curve)
         );
-        if let Some(c) = runners.iter().rev().find_map(|r| r.draft_cost()) {
-            println!(
-                "draft forward ms by rows: {}",
-                format_curve(&cost_figures(c))
-            );
+        for (name, c) in &draft_curves {
+            println!("draft {name} forward ms by rows: {}", format_curve(c));
         }
-        for (m, r) in modes.iter().zip(&runners) {
+        for (a, r) in accs.iter().zip(&runners) {
             for p in r.plan_report() {
                 println!(
                     "{} plan: N {} gamma {} forced after the draft {}: {} searches, {:.1} ms each",
-                    m.name(),
+                    label(a.mode, a.draft.as_deref()),
                     p.draft_beams,
                     p.draft_steps,
                     p.forced_after_draft,
@@ -245,13 +302,27 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn summarize(accs: &[Acc], prefill_ms: &[(f64, f64)]) -> Vec<Row> {
+/// A row's name: the mode, and the draft it speculates with.
+fn label(mode: Mode, draft: Option<&str>) -> String {
+    match draft {
+        Some(d) => format!("{} [{d}]", mode.name()),
+        None => mode.name().to_string(),
+    }
+}
+
+fn summarize(accs: &[Acc], arms: &[Arm], prefill_ms: &[(f64, Vec<f64>)]) -> Vec<Row> {
     let plain = &accs[0];
     let decode = |a: &Acc, u: usize| a.runner_ms[u];
     let plain_decode: f64 = (0..plain.out.len()).map(|u| decode(plain, u)).sum();
     let plain_forwards: usize = plain.out.iter().map(|o| o.stats.decode_forwards()).sum();
     accs.iter()
-        .map(|a| {
+        .zip(arms)
+        .map(|(a, arm)| {
+            // The prefill is shared: the target's for every arm, plus its draft's.
+            let prefill: f64 = prefill_ms
+                .iter()
+                .map(|(t, d)| t + arm.draft.map_or(0.0, |i| d[i]))
+                .sum();
             let n = a.out.len().max(1) as f64;
             let sum = |f: &dyn Fn(&BeamOutput) -> f64| a.out.iter().map(f).sum::<f64>();
             let decode_ms: f64 = (0..a.out.len()).map(|u| decode(a, u)).sum();
@@ -264,6 +335,7 @@ fn summarize(accs: &[Acc], prefill_ms: &[(f64, f64)]) -> Vec<Row> {
             let relaxed = a.mode == Mode::Relaxed;
             Row {
                 mode: a.mode.name(),
+                draft: a.draft.clone(),
                 relaxed,
                 users: a.out.len(),
                 recall_5: a.metrics.recall(5).unwrap_or(0.0),
@@ -279,19 +351,8 @@ fn summarize(accs: &[Acc], prefill_ms: &[(f64, f64)]) -> Vec<Row> {
                 steps_per_forward: sum(&|o| o.stats.steps as f64) / forwards.max(1.0),
                 tokens_per_s: tokens / (decode_ms / 1e3).max(1e-9),
                 decode_ms_per_request: decode_ms / n,
-                // The prefill is shared: the target's for every mode, plus the draft's for
-                // a speculative one.
-                prefill_ms_per_request: prefill_ms
-                    .iter()
-                    .map(|&(t, d)| t + if a.mode.drafts() { d } else { 0.0 })
-                    .sum::<f64>()
-                    / n,
-                total_ms_per_request: (decode_ms
-                    + prefill_ms
-                        .iter()
-                        .map(|&(t, d)| t + if a.mode.drafts() { d } else { 0.0 })
-                        .sum::<f64>())
-                    / n,
+                prefill_ms_per_request: prefill / n,
+                total_ms_per_request: (decode_ms + prefill) / n,
                 decode_speedup: plain_decode / decode_ms.max(1e-9),
                 forward_ratio: plain_forwards as f64 / forwards.max(1.0),
                 worst_user_speedup: per_user.iter().copied().fold(f64::INFINITY, f64::min),
@@ -310,17 +371,17 @@ fn summarize(accs: &[Acc], prefill_ms: &[(f64, f64)]) -> Vec<Row> {
 fn print_table(rows: &[Row], k: usize, users: usize) {
     println!("K = {k}, {users} users (Recall/NDCG over the held-out item; times after the prompt's prefill)");
     println!(
-        "{:<13} {:>6} {:>6} {:>6} {:>6} {:>8} {:>8} {:>7} {:>9} {:>8} {:>9} {:>8} {:>8} {:>7} {:>7} {:>6}",
+        "{:<30} {:>6} {:>6} {:>6} {:>6} {:>8} {:>8} {:>7} {:>9} {:>8} {:>9} {:>8} {:>8} {:>7} {:>7} {:>6}",
         "mode", "R@5", "N@5", "R@10", "N@10", "fwd/req", "rows/req", "dfwd/req", "acc/round", "tok/s", "decode ms", "total ms", "speedup", "fwd x", "worst", "diff"
     );
     for r in rows {
-        let name = if r.relaxed {
-            format!("{} (relaxed)", r.mode)
-        } else {
-            r.mode.to_string()
+        let name = match (&r.draft, r.relaxed) {
+            (Some(d), true) => format!("{} [{d}] (relaxed)", r.mode),
+            (Some(d), false) => format!("{} [{d}]", r.mode),
+            (None, _) => r.mode.to_string(),
         };
         println!(
-            "{:<13} {:>6.4} {:>6.4} {:>6.4} {:>6.4} {:>8.2} {:>8.1} {:>7.2} {:>9.2} {:>8.1} {:>9.1} {:>8.1} {:>7.2}x {:>6.2}x {:>6.2}x {:>6}",
+            "{:<30} {:>6.4} {:>6.4} {:>6.4} {:>6.4} {:>8.2} {:>8.1} {:>7.2} {:>9.2} {:>8.1} {:>9.1} {:>8.1} {:>7.2}x {:>6.2}x {:>6.2}x {:>6}",
             name, r.recall_5, r.ndcg_5, r.recall_10, r.ndcg_10, r.forwards_per_request, r.target_rows_per_request,
             r.draft_forwards_per_request, r.accepted_steps_per_round, r.tokens_per_s, r.decode_ms_per_request,
             r.total_ms_per_request, r.decode_speedup, r.forward_ratio, r.worst_user_speedup, r.differing
@@ -328,13 +389,13 @@ fn print_table(rows: &[Row], k: usize, users: usize) {
     }
 }
 
-/// What each speculative mode's plan chooser measured.
-fn plans_json(runners: &[BeamRunner], modes: &[Mode]) -> serde_json::Value {
-    let per_mode: Vec<serde_json::Value> = modes
+/// What each speculative arm's plan chooser measured.
+fn plans_json(runners: &[BeamRunner], accs: &[Acc]) -> serde_json::Value {
+    let per_mode: Vec<serde_json::Value> = accs
         .iter()
         .zip(runners)
-        .filter(|(m, _)| m.drafts())
-        .map(|(m, r)| {
+        .filter(|(a, _)| a.mode.drafts())
+        .map(|(a, r)| {
             let plans: Vec<serde_json::Value> = r
                 .plan_report()
                 .iter()
@@ -348,7 +409,7 @@ fn plans_json(runners: &[BeamRunner], modes: &[Mode]) -> serde_json::Value {
                     })
                 })
                 .collect();
-            serde_json::json!({"mode": m.name(), "plans": plans})
+            serde_json::json!({"mode": a.mode.name(), "draft": a.draft, "plans": plans})
         })
         .collect();
     serde_json::Value::Array(per_mode)
@@ -356,7 +417,10 @@ fn plans_json(runners: &[BeamRunner], modes: &[Mode]) -> serde_json::Value {
 
 const CURVE_ROWS: [usize; 12] = [1, 2, 4, 8, 10, 12, 16, 24, 32, 48, 64, 128];
 
-fn cost_figures(c: &RowCost) -> Vec<(usize, Option<f64>)> {
+/// Measured milliseconds by rows (`None` where no forward of that size ran).
+type Curve = Vec<(usize, Option<f64>)>;
+
+fn cost_figures(c: &RowCost) -> Curve {
     CURVE_ROWS.iter().map(|&r| (r, c.observed(r))).collect()
 }
 

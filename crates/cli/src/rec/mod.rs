@@ -4,6 +4,7 @@
 mod beam_args;
 mod bench;
 mod eval;
+mod eval_draft;
 mod knowledge;
 mod prepare;
 mod quality;
@@ -26,6 +27,9 @@ pub enum RecCommand {
     /// Generative recommendation over the evaluation users: plain constrained beam search
     /// against jump-forward and speculative beam search, interleaved (AtSpeed).
     Eval(eval::Args),
+    /// Drafts side by side on held-out users: accepted steps per round and end-to-end
+    /// speedup of strict and relaxed speculative beam search for each.
+    EvalDraft(eval_draft::Args),
     /// The K items a history leads the model to (catalogue-constrained beam search).
     Recommend(recommend::Args),
     /// Train a draft for speculative beam search on the target's own top-K beams
@@ -40,6 +44,7 @@ pub fn run(cmd: RecCommand) -> anyhow::Result<()> {
         RecCommand::Quality(a) => quality::run(a),
         RecCommand::Bench(a) => bench::run(a),
         RecCommand::Eval(a) => eval::run(a),
+        RecCommand::EvalDraft(a) => eval_draft::run(a),
         RecCommand::Recommend(a) => recommend::run(a),
         RecCommand::TrainDraft(a) => train_draft::run(a),
     }

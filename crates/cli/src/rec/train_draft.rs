@@ -12,10 +12,9 @@ use clap::{Args as ClapArgs, ValueEnum};
 use specdec_gguf::{dequantize, GgufFile};
 use specdec_rec::recommend::{self, Target};
 use specdec_train::teacher::{self, TeacherCase};
-use specdec_train::train::checkpoint_paths;
 use specdec_train::{
-    load_checkpoint, save_checkpoint, to_gguf, Draft, DraftConfig, Objective, TeacherData,
-    TeacherKey, TeacherUser, TrainOptions, Trainer,
+    checkpoint_exists, load_checkpoint, save_checkpoint, to_gguf, Draft, DraftConfig, Objective,
+    TeacherData, TeacherKey, TeacherUser, TrainOptions, Trainer,
 };
 
 use crate::common::ModelArgs;
@@ -68,6 +67,9 @@ pub struct Args {
     pub kv_heads: usize,
     #[arg(long, default_value_t = 768)]
     pub ffn: usize,
+    /// Checkpoint every N optimiser steps (and after every epoch).
+    #[arg(long, default_value_t = 50)]
+    pub checkpoint_every: usize,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -104,6 +106,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         model: format!("{stem} ({size} bytes)"),
         k: args.k,
         users: format!("validation targets, first {}", cases.len()),
+        format: teacher::FORMAT,
     };
     let cache = dirs.cache.join("train");
     std::fs::create_dir_all(&cache)?;
@@ -144,8 +147,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     let target_file = GgufFile::open(&path)?;
     let ckpt = checkpoint_base(&args.out);
-    let (draft, done) = if args.resume && checkpoint_paths(&ckpt).1.exists() {
-        let (d, meta) = load_checkpoint(&ckpt)?;
+    let (mut trainer, at) = if args.resume && checkpoint_exists(&ckpt) {
+        let (mut t, meta) = load_checkpoint(&ckpt)?;
         // More epochs may be asked for; anything else must match.
         if (TrainOptions {
             epochs: opts.epochs,
@@ -158,8 +161,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 meta.opts
             );
         }
-        eprintln!("resuming after epoch {}", meta.epochs_done);
-        (d, meta.epochs_done)
+        eprintln!(
+            "resuming at epoch {}, step {} ({} steps done)",
+            meta.epochs_done + 1,
+            meta.steps_done,
+            meta.optimizer_steps
+        );
+        t.opts.epochs = opts.epochs;
+        (t, (meta.epochs_done, meta.steps_done))
     } else {
         let cfg = DraftConfig {
             n_layers: args.layers,
@@ -171,10 +180,22 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         };
         let embd = target_embedding(&target_file)?;
         let width = loaded.meta.config.hidden;
-        (Draft::new(cfg, args.seed, Some((&embd, width)))?, 0)
+        let draft = Draft::new(cfg, args.seed, Some((&embd, width)))?;
+        (Trainer::new(draft, opts)?, (0, 0))
     };
-    let mut trainer = Trainer::new(draft, opts)?;
-    train_epochs(&mut trainer, &teacher.users, done, &ckpt)?;
+    let started = std::time::Instant::now();
+    train_epochs(
+        &mut trainer,
+        &teacher.users,
+        at,
+        &ckpt,
+        args.checkpoint_every.max(1),
+    )?;
+    eprintln!(
+        "trained in {:.1} s ({} steps in all)",
+        started.elapsed().as_secs_f64(),
+        trainer.steps()
+    );
     let name = format!("specdec draft ({}, alpha {})", objective.name(), args.alpha);
     let bytes = to_gguf(&trainer.draft, &name, Some(&target_file))?.write_to(&args.out)?;
     // The file must load as a draft of this target and compute what was trained.
@@ -207,21 +228,25 @@ fn target_embedding(file: &GgufFile) -> anyhow::Result<Vec<f32>> {
     Ok(out)
 }
 
-/// Epochs `done..` with a progress bar, a checkpoint after each.
+/// The epochs from `(epoch, step)` on, with a progress bar, a checkpoint every `every`
+/// steps and after each epoch.
 fn train_epochs(
     trainer: &mut Trainer,
     users: &[TeacherUser],
-    done: usize,
+    (done, skip): (usize, usize),
     ckpt: &Path,
+    every: usize,
 ) -> anyhow::Result<()> {
     let per = trainer.opts.users_per_step;
-    let steps_per_epoch = users.len().div_ceil(per) as u64;
+    let steps_per_epoch = users.len().div_ceil(per);
     let epochs = trainer.opts.epochs;
-    let bar = loss_bar(steps_per_epoch * epochs.saturating_sub(done) as u64);
+    let left = (steps_per_epoch * epochs.saturating_sub(done)).saturating_sub(skip);
+    let bar = loss_bar(left as u64);
     for epoch in done..epochs {
         let order = trainer.epoch_order(users.len(), epoch);
+        let first = if epoch == done { skip } else { 0 };
         let (mut sum, mut n) = (0.0, 0usize);
-        for chunk in order.chunks(per) {
+        for (s, chunk) in order.chunks(per).enumerate().skip(first) {
             let batch: Vec<&TeacherUser> = chunk.iter().map(|&i| &users[i]).collect();
             let l = trainer.step(&batch)?;
             sum += l.total;
@@ -235,8 +260,11 @@ fn train_epochs(
                 sum / n as f64
             ));
             bar.inc(1);
+            if (s + 1) % every == 0 && s + 1 < steps_per_epoch {
+                save_checkpoint(ckpt, trainer, epoch, s + 1)?;
+            }
         }
-        save_checkpoint(ckpt, &trainer.draft, &trainer.opts, epoch + 1)?;
+        save_checkpoint(ckpt, trainer, epoch + 1, 0)?;
         let mean = sum / n.max(1) as f64;
         bar.suspend(|| eprintln!("epoch {}: mean loss {mean:.4}", epoch + 1));
     }

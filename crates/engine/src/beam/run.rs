@@ -141,6 +141,22 @@ impl<'a> BeamRunner<'a> {
         })
     }
 
+    /// `pre`'s target caches with this runner's draft prefilled beside them, so one
+    /// target prefill serves runners that speculate with different drafts.
+    pub fn prefill_draft(&mut self, pre: &Prefilled) -> Result<Prefilled, EngineError> {
+        let d = self.draft.ok_or_else(|| {
+            EngineError::InvalidRequest("speculative beam search needs a draft model".into())
+        })?;
+        let started = Instant::now();
+        let sides = prefill_on(d, &pre.prompts)?;
+        Ok(Prefilled {
+            prompts: pre.prompts.clone(),
+            target: pre.target.clone(),
+            target_ms: pre.target_ms,
+            draft: Some((sides, started.elapsed().as_secs_f64() * 1e3)),
+        })
+    }
+
     /// Searches from prefilled prompts (their caches are forked, so `pre` can serve again).
     pub fn run_prefilled(
         &mut self,
