@@ -6,6 +6,7 @@
 
 mod dequant;
 mod file;
+pub mod names;
 mod truncate;
 mod types;
 mod value;

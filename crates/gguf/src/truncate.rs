@@ -53,7 +53,7 @@ pub fn truncate_blocks(
     let tensors = src
         .tensors
         .iter()
-        .filter(|t| block_index(&t.name).is_none_or(|n| n < layers))
+        .filter(|t| crate::names::block_index(&t.name).is_none_or(|n| n < layers))
         .map(|t| {
             let data = src.tensor_data(t);
             let data = match rng.as_mut() {
@@ -90,11 +90,6 @@ fn same_width(v: &Value, n: usize) -> Value {
         Value::I64(_) => Value::I64(n as i64),
         _ => Value::U64(n as u64),
     }
-}
-
-/// `N` of a tensor named `blk.N.*`.
-fn block_index(name: &str) -> Option<usize> {
-    name.strip_prefix("blk.")?.split('.').next()?.parse().ok()
 }
 
 /// `data`'s `block_bytes`-sized blocks in a random order (Fisher-Yates).

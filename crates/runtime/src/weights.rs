@@ -1,6 +1,6 @@
 //! Loading GGUF tensors into kernel-ready form.
 
-use specdec_gguf::{dequantize, GgmlType, GgufFile, TensorInfo};
+use specdec_gguf::{dequantize, names, GgmlType, GgufFile, TensorInfo};
 use specdec_kernels::{PackedMatrix, WeightFormat};
 
 use crate::arch::{ArchSpec, OutputHead};
@@ -134,7 +134,7 @@ pub(crate) fn load(
 ) -> Result<Weights, RuntimeError> {
     let l = Loader { file };
     let (h, q, kv, f) = (cfg.hidden, cfg.q_dim(), cfg.kv_dim(), cfg.ffn);
-    let emb_info = l.matrix("token_embd.weight", h, cfg.vocab)?;
+    let emb_info = l.matrix(names::TOKEN_EMBD, h, cfg.vocab)?;
     let Some(row_bytes) = emb_info.ty.bytes_for(h as u64) else {
         let (bs, _) = emb_info.ty.block_geometry();
         return Err(RuntimeError::Shape(format!(
@@ -149,14 +149,14 @@ pub(crate) fn load(
     };
     let mut layers = Vec::with_capacity(cfg.n_layers);
     for (i, ls) in spec.layers.iter().enumerate() {
-        let name = |s: &str| format!("blk.{i}.{s}");
-        let wq = l.matrix(&name("attn_q.weight"), h, q)?;
-        let wk = l.matrix(&name("attn_k.weight"), h, kv)?;
-        let wv = l.matrix(&name("attn_v.weight"), h, kv)?;
+        let name = |s: &str| names::block(i, s);
+        let wq = l.matrix(&name(names::ATTN_Q), h, q)?;
+        let wk = l.matrix(&name(names::ATTN_K), h, kv)?;
+        let wv = l.matrix(&name(names::ATTN_V), h, kv)?;
         let qkv_bias = if ls.qkv_bias {
-            let mut b = l.vector(&name("attn_q.bias"), q)?;
-            b.extend(l.vector(&name("attn_k.bias"), kv)?);
-            b.extend(l.vector(&name("attn_v.bias"), kv)?);
+            let mut b = l.vector(&name(names::ATTN_Q_BIAS), q)?;
+            b.extend(l.vector(&name(names::ATTN_K_BIAS), kv)?);
+            b.extend(l.vector(&name(names::ATTN_V_BIAS), kv)?);
             Some(b)
         } else {
             None
@@ -164,40 +164,40 @@ pub(crate) fn load(
         let hd = cfg.head_dim;
         let qk_norm = if ls.qk_norm {
             Some((
-                l.vector(&name("attn_q_norm.weight"), hd)?,
-                l.vector(&name("attn_k_norm.weight"), hd)?,
+                l.vector(&name(names::ATTN_Q_NORM), hd)?,
+                l.vector(&name(names::ATTN_K_NORM), hd)?,
             ))
         } else {
             None
         };
         let optional_norm = |on: bool, n: &str| on.then(|| l.vector(&name(n), h)).transpose();
-        let gate = l.matrix(&name("ffn_gate.weight"), h, f)?;
-        let up = l.matrix(&name("ffn_up.weight"), h, f)?;
+        let gate = l.matrix(&name(names::FFN_GATE), h, f)?;
+        let up = l.matrix(&name(names::FFN_UP), h, f)?;
         layers.push(Layer {
-            attn_norm: l.vector(&name("attn_norm.weight"), h)?,
+            attn_norm: l.vector(&name(names::ATTN_NORM), h)?,
             qkv: l.stacked(&[wq, wk, wv], h)?,
             qkv_bias,
             qk_norm,
-            o: l.stacked(&[l.matrix(&name("attn_output.weight"), q, h)?], q)?,
-            post_attn_norm: optional_norm(ls.post_attn_norm, "post_attention_norm.weight")?,
-            ffn_norm: l.vector(&name("ffn_norm.weight"), h)?,
-            post_ffn_norm: optional_norm(ls.post_ffn_norm, "post_ffw_norm.weight")?,
+            o: l.stacked(&[l.matrix(&name(names::ATTN_OUTPUT), q, h)?], q)?,
+            post_attn_norm: optional_norm(ls.post_attn_norm, names::POST_ATTN_NORM)?,
+            ffn_norm: l.vector(&name(names::FFN_NORM), h)?,
+            post_ffn_norm: optional_norm(ls.post_ffn_norm, names::POST_FFN_NORM)?,
             gate_up: l.stacked(&[gate, up], h)?,
-            down: l.stacked(&[l.matrix(&name("ffn_down.weight"), f, h)?], f)?,
+            down: l.stacked(&[l.matrix(&name(names::FFN_DOWN), f, h)?], f)?,
         });
     }
-    let head_info = match (spec.output, file.tensor("output.weight")) {
-        (OutputHead::OwnOrTied, Some(_)) => l.matrix("output.weight", h, cfg.vocab)?,
+    let head_info = match (spec.output, file.tensor(names::OUTPUT)) {
+        (OutputHead::OwnOrTied, Some(_)) => l.matrix(names::OUTPUT, h, cfg.vocab)?,
         (OutputHead::OwnOrTied, None) | (OutputHead::Tied, _) => emb_info,
     };
-    let rope_factors = match file.tensor("rope_freqs.weight") {
+    let rope_factors = match file.tensor(names::ROPE_FREQS) {
         Some(t) => Some(l.to_f32(t)?),
         None => None,
     };
     Ok(Weights {
         embedding,
         layers,
-        out_norm: l.vector("output_norm.weight", h)?,
+        out_norm: l.vector(names::OUTPUT_NORM, h)?,
         head: l.stacked(&[head_info], h)?,
         rope_factors,
     })

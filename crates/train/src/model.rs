@@ -11,6 +11,8 @@ use candle_nn::VarMap;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
+use specdec_gguf::names;
+
 use crate::TrainError;
 
 /// The draft's hyper-parameters.
@@ -50,22 +52,22 @@ impl DraftConfig {
     /// Every parameter's GGUF name and shape `[out, in]` (vectors `[n]`), in file order.
     pub fn parameters(&self) -> Vec<(String, Vec<usize>)> {
         let (h, hd, f) = (self.hidden, self.head_dim(), self.ffn);
-        let mut p = vec![("token_embd.weight".to_string(), vec![self.vocab, h])];
+        let mut p = vec![(names::TOKEN_EMBD.to_string(), vec![self.vocab, h])];
         for i in 0..self.n_layers {
-            let n = |s: &str| format!("blk.{i}.{s}");
+            let n = |s: &str| names::block(i, s);
             p.extend([
-                (n("attn_norm.weight"), vec![h]),
-                (n("attn_q.weight"), vec![self.n_heads * hd, h]),
-                (n("attn_k.weight"), vec![self.n_kv_heads * hd, h]),
-                (n("attn_v.weight"), vec![self.n_kv_heads * hd, h]),
-                (n("attn_output.weight"), vec![h, self.n_heads * hd]),
-                (n("ffn_norm.weight"), vec![h]),
-                (n("ffn_gate.weight"), vec![f, h]),
-                (n("ffn_up.weight"), vec![f, h]),
-                (n("ffn_down.weight"), vec![h, f]),
+                (n(names::ATTN_NORM), vec![h]),
+                (n(names::ATTN_Q), vec![self.n_heads * hd, h]),
+                (n(names::ATTN_K), vec![self.n_kv_heads * hd, h]),
+                (n(names::ATTN_V), vec![self.n_kv_heads * hd, h]),
+                (n(names::ATTN_OUTPUT), vec![h, self.n_heads * hd]),
+                (n(names::FFN_NORM), vec![h]),
+                (n(names::FFN_GATE), vec![f, h]),
+                (n(names::FFN_UP), vec![f, h]),
+                (n(names::FFN_DOWN), vec![h, f]),
             ]);
         }
-        p.push(("output_norm.weight".to_string(), vec![h]));
+        p.push((names::OUTPUT_NORM.to_string(), vec![h]));
         p
     }
 
@@ -112,7 +114,7 @@ impl Draft {
                 let n: usize = shape.iter().product();
                 let values: Vec<f32> = if shape.len() == 1 {
                     vec![1.0; n]
-                } else if name == "token_embd.weight" && target_embd.is_some() {
+                } else if name == names::TOKEN_EMBD && target_embd.is_some() {
                     let (e, width) = target_embd.expect("checked");
                     project_embedding(e, width, config.vocab, config.hidden, &mut rng)?
                 } else {
@@ -180,7 +182,7 @@ impl Draft {
         }
         let (h, hd) = (c.hidden, c.head_dim());
         let group = c.n_heads / c.n_kv_heads;
-        let emb = self.param("token_embd.weight")?;
+        let emb = self.param(names::TOKEN_EMBD)?;
         let mut x = emb
             .index_select(&tokens.flatten_all()?, 0)?
             .reshape((b, t, h))?;
@@ -193,27 +195,27 @@ impl Draft {
         let (cos, sin) = (at(&self.cos)?, at(&self.sin)?);
         let scale = 1.0 / (hd as f64).sqrt();
         for i in 0..c.n_layers {
-            let p = |s: &str| self.param(&format!("blk.{i}.{s}"));
-            let xn = rms_norm(&x, &p("attn_norm.weight")?, c.rms_eps)?;
+            let p = |s: &str| self.param(&names::block(i, s));
+            let xn = rms_norm(&x, &p(names::ATTN_NORM)?, c.rms_eps)?;
             let heads = |w: &str, n: usize| -> Result<Tensor, TrainError> {
                 let y = linear(&xn, &p(w)?)?;
                 let y = y.reshape((b, t, n, hd))?.transpose(1, 2)?.contiguous()?;
                 Ok(y)
             };
-            let q = rope(&heads("attn_q.weight", c.n_heads)?, &cos, &sin)?;
-            let k = rope(&heads("attn_k.weight", c.n_kv_heads)?, &cos, &sin)?;
-            let v = heads("attn_v.weight", c.n_kv_heads)?;
+            let q = rope(&heads(names::ATTN_Q, c.n_heads)?, &cos, &sin)?;
+            let k = rope(&heads(names::ATTN_K, c.n_kv_heads)?, &cos, &sin)?;
+            let v = heads(names::ATTN_V, c.n_kv_heads)?;
             let (k, v) = (repeat_kv(&k, group)?, repeat_kv(&v, group)?);
             let scores = (q.matmul(&k.t()?)? * scale)?.broadcast_add(&layout.mask)?;
             let attn = candle_nn::ops::softmax(&scores, D::Minus1)?.matmul(&v)?;
             let attn = attn.transpose(1, 2)?.reshape((b, t, c.n_heads * hd))?;
-            x = (x + linear(&attn, &p("attn_output.weight")?)?)?;
-            let xn = rms_norm(&x, &p("ffn_norm.weight")?, c.rms_eps)?;
-            let gate = linear(&xn, &p("ffn_gate.weight")?)?.silu()?;
-            let up = linear(&xn, &p("ffn_up.weight")?)?;
-            x = (x + linear(&(gate * up)?, &p("ffn_down.weight")?)?)?;
+            x = (x + linear(&attn, &p(names::ATTN_OUTPUT)?)?)?;
+            let xn = rms_norm(&x, &p(names::FFN_NORM)?, c.rms_eps)?;
+            let gate = linear(&xn, &p(names::FFN_GATE)?)?.silu()?;
+            let up = linear(&xn, &p(names::FFN_UP)?)?;
+            x = (x + linear(&(gate * up)?, &p(names::FFN_DOWN)?)?)?;
         }
-        let x = rms_norm(&x, &self.param("output_norm.weight")?, c.rms_eps)?;
+        let x = rms_norm(&x, &self.param(names::OUTPUT_NORM)?, c.rms_eps)?;
         Ok(x.reshape((b * t, h))?)
     }
 
@@ -230,7 +232,7 @@ impl Draft {
         let hs = self.hidden_states(tokens, layout)?;
         let idx = Tensor::new(rows, &Device::Cpu)?;
         let picked = hs.index_select(&idx, 0)?;
-        let emb = self.param("token_embd.weight")?;
+        let emb = self.param(names::TOKEN_EMBD)?;
         let head = match columns {
             Some(c) => emb.index_select(c, 0)?,
             None => emb,

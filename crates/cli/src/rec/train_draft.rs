@@ -221,7 +221,7 @@ fn checkpoint_base(out: &Path) -> PathBuf {
 /// The target's token embedding as f32, `vocab` rows of its hidden width.
 fn target_embedding(file: &GgufFile) -> anyhow::Result<Vec<f32>> {
     let t = file
-        .tensor("token_embd.weight")
+        .tensor(specdec_gguf::names::TOKEN_EMBD)
         .context("the target has no token_embd.weight")?;
     let mut out = vec![0f32; t.elements() as usize];
     dequantize(t.ty, file.tensor_data(t), &mut out)?;
