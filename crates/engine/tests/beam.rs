@@ -321,3 +321,23 @@ fn one_prefill_serves_every_mode() {
         )
         .is_err());
 }
+
+#[test]
+fn a_dear_draft_stops_drafting_part_way_and_the_list_stays_plain() {
+    let t = fake();
+    let bad = fake().with_salt(0xbad);
+    let (cat, _) = catalogue(21, 80, 8);
+    let opts = BeamOptions::speculative(4, BeamVerify::Strict);
+    let mut runner = BeamRunner::new(&t, Some(&bad as &dyn Target))
+        .unwrap()
+        .frozen();
+    let mut cut = 0;
+    for i in 0..40u32 {
+        let prompt = vec![vec![3 + i % 7, 7, 9 + i % 20]];
+        let plain = run(&t, None, &cat, &prompt, &BeamOptions::plain(4));
+        let spec = runner.run(&cat, &prompt, &opts).unwrap();
+        assert_eq!(plain[0].items, spec[0].items, "search {i}");
+        cut += spec[0].stats.draft_cut as usize;
+    }
+    assert!(cut > 0, "a draft that never helps is cut in some trial");
+}

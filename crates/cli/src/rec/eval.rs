@@ -109,6 +109,8 @@ struct Row {
     /// The user with the lowest per-user decode speedup, and how many fell below 1/1.03.
     worst_user_speedup: f64,
     users_slower: usize,
+    /// Searches that stopped drafting part way (their plan proved too dear).
+    drafts_cut: usize,
     /// Users whose list differs from plain's (exact modes must have none).
     differing: usize,
 }
@@ -281,11 +283,24 @@ pub fn evaluate(
         for (name, c) in &draft_curves {
             println!("draft {name} forward ms by rows: {}", format_curve(c));
         }
+        for r in rows.iter().filter(|r| r.mode != "plain") {
+            println!(
+                "{}: {} of {} users slower than plain by more than 3%{}",
+                label_of(r),
+                r.users_slower,
+                r.users,
+                if r.draft.is_some() {
+                    format!(", {} searches stopped drafting part way", r.drafts_cut)
+                } else {
+                    String::new()
+                }
+            );
+        }
         for (a, r) in accs.iter().zip(&runners) {
             for p in r.plan_report() {
                 println!(
                     "{} plan: N {} gamma {} forced after the draft {}: {} searches, {:.1} ms each",
-                    label(a.mode, a.draft.as_deref()),
+                    label(a.mode.name(), a.draft.as_deref()),
                     p.draft_beams,
                     p.draft_steps,
                     p.forced_after_draft,
@@ -302,11 +317,15 @@ pub fn evaluate(
     Ok(())
 }
 
+fn label_of(r: &Row) -> String {
+    label(r.mode, r.draft.as_deref())
+}
+
 /// A row's name: the mode, and the draft it speculates with.
-fn label(mode: Mode, draft: Option<&str>) -> String {
+fn label(mode: &str, draft: Option<&str>) -> String {
     match draft {
-        Some(d) => format!("{} [{d}]", mode.name()),
-        None => mode.name().to_string(),
+        Some(d) => format!("{mode} [{d}]"),
+        None => mode.to_string(),
     }
 }
 
@@ -357,6 +376,7 @@ fn summarize(accs: &[Acc], arms: &[Arm], prefill_ms: &[(f64, Vec<f64>)]) -> Vec<
                 forward_ratio: plain_forwards as f64 / forwards.max(1.0),
                 worst_user_speedup: per_user.iter().copied().fold(f64::INFINITY, f64::min),
                 users_slower: per_user.iter().filter(|&&s| s < 1.0 / 1.03).count(),
+                drafts_cut: a.out.iter().filter(|o| o.stats.draft_cut).count(),
                 differing: a
                     .out
                     .iter()
@@ -375,10 +395,10 @@ fn print_table(rows: &[Row], k: usize, users: usize) {
         "mode", "R@5", "N@5", "R@10", "N@10", "fwd/req", "rows/req", "dfwd/req", "acc/round", "tok/s", "decode ms", "total ms", "speedup", "fwd x", "worst", "diff"
     );
     for r in rows {
-        let name = match (&r.draft, r.relaxed) {
-            (Some(d), true) => format!("{} [{d}] (relaxed)", r.mode),
-            (Some(d), false) => format!("{} [{d}]", r.mode),
-            (None, _) => r.mode.to_string(),
+        let name = if r.relaxed {
+            format!("{} (relaxed)", label_of(r))
+        } else {
+            label_of(r)
         };
         println!(
             "{:<30} {:>6.4} {:>6.4} {:>6.4} {:>6.4} {:>8.2} {:>8.1} {:>7.2} {:>9.2} {:>8.1} {:>9.1} {:>8.1} {:>7.2}x {:>6.2}x {:>6.2}x {:>6}",

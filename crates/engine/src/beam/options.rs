@@ -125,6 +125,9 @@ pub struct BeamStats {
     pub drafted_rounds: usize,
     pub accepted_steps: usize,
     pub relaxed: bool,
+    /// The search stopped drafting part way: its plan cost more per step than the best
+    /// other plan's by the chooser's margin.
+    pub draft_cut: bool,
     /// Wall time of the prompt's prefill (target and draft), of target forwards after it,
     /// of drafting, and of verification (the forwards are shared by a batch's searches:
     /// each counts the whole forward it was in).

@@ -5,9 +5,16 @@
 //! forward's rows cost compute, and whether forced tokens after the draft's leaves pay
 //! depends on how many of those leaves the target keeps. Judging plans round by round got
 //! it wrong too: a round that computes forced tokens ahead makes the next round cheap, so
-//! rounds do not price plans independently. So a plan holds for a whole search, each
-//! plan's cost per search is measured, every plan is tried, and the best is used, with a
-//! rare exploration so that a plan whose value changes is seen again.
+//! rounds do not price plans independently. So a plan is chosen for a whole search, each
+//! plan's cost per beam step over whole searches is measured (strict verification takes
+//! plain's steps whatever the plan, so this divides out how long a user's items are), every
+//! plan is tried, and the best is used, with a rare exploration so that a plan whose value
+//! changes is seen again.
+//!
+//! A trial must not make its search much slower than the best plan would have: a search
+//! whose drafting plan has cost more per step so far than [`CUT`] times the best other
+//! plan's goes on without drafting ([`PlanChooser::over_budget`]). Its whole cost still
+//! counts against the plan it was chosen with.
 
 /// One way to run a round.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,7 +41,7 @@ pub struct PlanReport {
     pub draft_beams: usize,
     pub draft_steps: usize,
     pub forced_after_draft: usize,
-    /// Searches run with it, and their cost (an EMA of milliseconds per search).
+    /// Searches run with it, and their cost (an EMA of milliseconds per beam step).
     pub searches: usize,
     pub cost: f64,
 }
@@ -42,7 +49,7 @@ pub struct PlanReport {
 #[derive(Clone, Debug, Default)]
 struct Seen {
     searches: usize,
-    /// Mean cost per search (an EMA once past the first few).
+    /// Mean cost per beam step (an EMA once past the first few).
     cost: f64,
 }
 
@@ -61,6 +68,9 @@ const EXPLORE_EVERY: usize = 50;
 const TRIALS: usize = 2;
 /// Weight of a new round in a plan's averages.
 const RATE: f64 = 0.1;
+/// How much dearer per step than the best other plan a drafting search may run before it
+/// stops drafting.
+pub(crate) const CUT: f64 = 1.25;
 
 impl PlanChooser {
     /// No draft, then for each gamma up to `max_steps`: without and with forced tokens
@@ -125,8 +135,25 @@ impl PlanChooser {
             .collect()
     }
 
-    /// What a search run with `plan` cost (milliseconds, or modeled units when timings
-    /// are ignored).
+    /// Whether a search chosen with `plan` that has cost `cost` for `steps` beam steps so
+    /// far should stop drafting: it is dearer per step than [`CUT`] times the cheapest other
+    /// plan measured.
+    pub fn over_budget(&self, plan: Plan, cost: f64, steps: usize) -> bool {
+        if plan.steps == 0 || steps == 0 {
+            return false;
+        }
+        let best_other = self
+            .plans
+            .iter()
+            .zip(&self.seen)
+            .filter(|(p, s)| **p != plan && s.searches > 0)
+            .map(|(_, s)| s.cost)
+            .min_by(f64::total_cmp);
+        best_other.is_some_and(|b| cost > CUT * b * steps as f64)
+    }
+
+    /// What a search chosen with `plan` cost per beam step (milliseconds, or modeled units
+    /// when timings are ignored).
     pub fn observe(&mut self, plan: Plan, cost: f64) {
         let Some(i) = self.plans.iter().position(|p| *p == plan) else {
             return;
@@ -161,5 +188,29 @@ mod tests {
             assert_eq!((p.steps, p.forced_after_draft), (2, 0));
             c.observe(p, 10.0);
         }
+    }
+
+    #[test]
+    fn a_drafting_search_dearer_than_the_best_other_plan_stops_drafting() {
+        let mut c = PlanChooser::new(8, 1, 0);
+        let drafting = Plan {
+            beams: 8,
+            steps: 1,
+            forced_after_draft: 0,
+        };
+        // Nothing measured yet: nothing to compare with.
+        assert!(!c.over_budget(drafting, 1e9, 3));
+        let none = c.plans[0];
+        assert_eq!(none.steps, 0);
+        c.observe(none, 10.0);
+        assert!(!c.over_budget(drafting, 3.0 * 10.0 * CUT, 3));
+        assert!(c.over_budget(drafting, 3.0 * 10.0 * CUT + 1.0, 3));
+        // Not drafting, or no step yet: never cut.
+        assert!(!c.over_budget(none, 1e9, 3));
+        assert!(!c.over_budget(drafting, 1e9, 0));
+        // Its own measurements are not the reference.
+        let mut d = PlanChooser::new(8, 1, 0);
+        d.observe(drafting, 1.0);
+        assert!(!d.over_budget(drafting, 1e9, 1));
     }
 }

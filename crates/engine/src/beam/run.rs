@@ -200,6 +200,7 @@ impl<'a> BeamRunner<'a> {
                     draft,
                 };
                 let mut s = Search::new(opts.clone(), root, p.len());
+                s.chosen = plan;
                 s.plan = plan;
                 s.stats.target_forwards = 1;
                 s.stats.target_rows = p.len();
@@ -216,6 +217,7 @@ impl<'a> BeamRunner<'a> {
             let mut active: Vec<&mut Search> =
                 searches.iter_mut().filter(|s| !s.is_done()).collect();
             self.round(cat, &mut active)?;
+            self.cut_dear_drafts(&mut active);
         }
         for s in &searches {
             self.observe(s);
@@ -452,11 +454,37 @@ impl<'a> BeamRunner<'a> {
             .choose()
     }
 
-    /// What a finished search's plan cost it in all.
+    /// The chooser that serves `search`, when its plan is chosen.
+    fn chooser_of(&self, search: &Search) -> Option<&PlanChooser> {
+        let d = search.opts.draft.as_ref().filter(|d| d.adaptive)?;
+        self.choosers.get(&key(d, &search.opts))
+    }
+
+    /// Searches whose drafting has cost too much so far go on without drafting (the
+    /// result is the same: every round is exact whatever its plan).
+    fn cut_dear_drafts(&self, active: &mut [&mut Search]) {
+        for s in active.iter_mut() {
+            if s.plan.steps == 0 || s.is_done() {
+                continue;
+            }
+            let dear = self
+                .chooser_of(s)
+                .is_some_and(|c| c.over_budget(s.chosen, s.cost, s.stats.steps));
+            if dear {
+                s.plan = Plan::NONE;
+                s.stats.draft_cut = true;
+            }
+        }
+    }
+
+    /// What a finished search's chosen plan cost it per beam step.
     fn observe(&mut self, search: &Search) {
         if let Some(d) = search.opts.draft.as_ref().filter(|d| d.adaptive) {
             if let Some(c) = self.choosers.get_mut(&key(d, &search.opts)) {
-                c.observe(search.plan, search.cost);
+                c.observe(
+                    search.chosen,
+                    search.cost / search.stats.steps.max(1) as f64,
+                );
             }
         }
     }

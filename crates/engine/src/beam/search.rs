@@ -33,7 +33,9 @@ pub(crate) struct Search {
     pub(crate) finished: Vec<Ranked>,
     pub(crate) stats: BeamStats,
     pub(crate) rng: Option<Rng>,
-    /// The draft plan of every round, and what the rounds cost (milliseconds, or modeled).
+    /// The plan the search was given, the plan of its rounds now (no draft once the given
+    /// one proved too dear), and what the rounds cost (milliseconds, or modeled).
+    pub(crate) chosen: Plan,
     pub(crate) plan: Plan,
     pub(crate) cost: f64,
 }
@@ -55,6 +57,7 @@ impl Search {
                 ..BeamStats::default()
             },
             rng,
+            chosen: Plan::NONE,
             plan: Plan::NONE,
             cost: 0.0,
         }
