@@ -148,11 +148,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let draft_target = draft
         .as_ref()
         .map(|d| &d.model as &dyn specdec_engine::Target);
+    let scoring = draft
+        .as_ref()
+        .map_or(Default::default(), |d| d.draft_scoring);
     let mut runners: Vec<BeamRunner> = modes
         .iter()
         // Every runner holds the draft (a mode that does not speculate ignores it), so any
         // of them can prefill for all.
-        .map(|_| BeamRunner::new(&loaded.model, draft_target))
+        .map(|_| {
+            BeamRunner::new(&loaded.model, draft_target).map(|r| r.with_draft_scoring(scoring))
+        })
         .collect::<Result<_, _>>()?;
     let mut accs: Vec<Acc> = modes
         .iter()
