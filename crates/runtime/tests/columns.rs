@@ -109,6 +109,48 @@ fn selected_columns_equal_the_full_head_and_the_rest_is_minus_infinity() {
     assert_eq!(bits(two[0].row(0)), bits(only_b.row(0)));
     assert!(two[1].row(0).iter().all(|&v| v == f32::NEG_INFINITY));
 
+    // Rows asking for most of the vocabulary take the full head (then masked; three rows
+    // of every tile are past the two passes' worth): the same bits.
+    let wide: Arc<[u32]> = (0..vocab as u32).filter(|t| t % 3 != 1).collect();
+    let (mut b, mut c) = (b0.clone(), c0.clone());
+    let both_wide = m
+        .forward(&mut [
+            SeqInput {
+                seq: &mut b,
+                nodes: &nb,
+                want: Want::LastColumns(wide.clone()),
+            },
+            SeqInput {
+                seq: &mut c,
+                nodes: &nc,
+                want: Want::LastColumns(wide.clone()),
+            },
+            SeqInput {
+                seq: &mut a0.clone(),
+                nodes: &na,
+                want: Want::LastColumns(wide.clone()),
+            },
+            SeqInput {
+                seq: &mut a0.clone(),
+                nodes: &na,
+                want: Want::Last,
+            },
+        ])
+        .unwrap();
+    let last_a = full_a.get(na.len() - 1).unwrap();
+    let wides = [
+        (&both_wide[0], want_b),
+        (&both_wide[1], full_c.row(0)),
+        (&both_wide[2], last_a),
+    ];
+    for (got, full) in wides {
+        for (t, (&g, &w)) in got.row(0).iter().zip(full).enumerate() {
+            let w = if t % 3 != 1 { w } else { f32::NEG_INFINITY };
+            assert_eq!(g.to_bits(), w.to_bits(), "wide, column {t}");
+        }
+    }
+    assert_eq!(bits(both_wide[3].row(0)), bits(last_a));
+
     // A column outside the vocabulary is refused like a bad token.
     let mut b = b0.clone();
     let bad = m.forward(&mut [SeqInput {

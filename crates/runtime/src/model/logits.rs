@@ -41,9 +41,20 @@ impl Model {
         }
         let picked = columns.len();
         let mut all = vec![0f32; picked * vocab];
-        if columns.iter().all(Option::is_none) {
+        // Column-restricted rows read their tiles once per row; a full matmul reads the
+        // matrix once for all rows. Past about two passes' worth of tiles the full rows,
+        // masked, are cheaper (many rows asking for many columns). The same bits either way.
+        let head = &self.weights.head;
+        let sparse_tiles: usize = columns.iter().flatten().map(|c| head.tiles_of(c)).sum();
+        let sparse = sparse_tiles <= 2 * head.n_tiles();
+        if !sparse || columns.iter().all(Option::is_none) {
             if picked > 0 {
-                self.matmul(&self.weights.head, &normed, picked, qrows, &mut all)?;
+                self.matmul(head, &normed, picked, qrows, &mut all)?;
+            }
+            for (row, cols) in all.chunks_exact_mut(vocab).zip(&columns) {
+                if let Some(cols) = cols {
+                    keep_columns(row, cols);
+                }
             }
             return Ok(split_logits(wanted, all, vocab));
         }
@@ -57,7 +68,7 @@ impl Model {
                 .copied()
                 .collect();
             let mut out = vec![0f32; full.len() * vocab];
-            self.matmul(&self.weights.head, &xs, full.len(), qrows, &mut out)?;
+            self.matmul(head, &xs, full.len(), qrows, &mut out)?;
             for (i, &r) in full.iter().enumerate() {
                 all[r * vocab..(r + 1) * vocab].copy_from_slice(&out[i * vocab..(i + 1) * vocab]);
             }
@@ -66,8 +77,7 @@ impl Model {
             let Some(cols) = cols else { continue };
             let row = &mut all[r * vocab..(r + 1) * vocab];
             qrows.quantize_on(&self.exec, &normed[r * h..(r + 1) * h], 1, h);
-            self.exec
-                .matmul_columns(&self.weights.head, qrows, cols, row)?;
+            self.exec.matmul_columns(head, qrows, cols, row)?;
             keep_columns(row, cols);
         }
         Ok(split_logits(wanted, all, vocab))
