@@ -26,6 +26,12 @@ pub enum DraftCommand {
         /// draft (valid weights, meaningless predictions), for tests.
         #[arg(long)]
         scramble_seed: Option<u64>,
+        /// Declare how the draft's logits are to be read (`specdec.draft.scoring`):
+        /// `catalogue` makes beam search compute and renormalise just the catalogue's
+        /// allowed tokens (meant for drafts trained that way; a self-draft so marked drafts
+        /// from the target's distribution renormalised over them).
+        #[arg(long, value_enum)]
+        scoring: Option<crate::rec::beam_args::DraftScoringArg>,
     },
 }
 
@@ -36,11 +42,19 @@ pub fn run(cmd: DraftCommand) -> anyhow::Result<()> {
             out,
             model,
             scramble_seed,
+            scoring,
         } => {
             let path = crate::common::model_path(model.as_deref())?;
             let src = GgufFile::open(&path)?;
-            let draft = specdec_gguf::truncate_blocks(&src, layers, scramble_seed)
+            let mut draft = specdec_gguf::truncate_blocks(&src, layers, scramble_seed)
                 .with_context(|| format!("deriving a draft from {}", path.display()))?;
+            if let Some(s) = scoring {
+                let name = specdec_engine::beam::DraftScoring::from(s).name();
+                draft = draft.kv(
+                    specdec_engine::beam::DRAFT_SCORING_KEY,
+                    specdec_gguf::Value::String(name.into()),
+                );
+            }
             let bytes = draft
                 .write_to(&out)
                 .with_context(|| format!("writing {}", out.display()))?;

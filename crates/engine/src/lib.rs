@@ -59,6 +59,8 @@ pub enum EngineError {
     },
     #[error("the draft model {path} has a different vocabulary from the target's ({difference}); a draft must use the target's tokenizer")]
     DraftVocabulary { path: PathBuf, difference: String },
+    #[error("the draft model {path} declares an unknown scoring: {message}")]
+    DraftScoring { path: PathBuf, message: String },
     /// The global pool's trie file, or its history file beside it.
     #[error("the drafting state file {path} (trie or history) could not be loaded: {source}")]
     Trie {

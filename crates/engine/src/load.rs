@@ -8,6 +8,7 @@ use specdec_gguf::GgufFile;
 use specdec_runtime::{Executor, Model, ModelConfig};
 use specdec_tokenizer::{ChatTemplate, Tokenizer};
 
+use crate::beam::{DraftScoring, DRAFT_SCORING_KEY};
 use crate::EngineError;
 
 /// What the edge needs of a model, without its weights.
@@ -55,6 +56,9 @@ pub struct Loaded {
     pub model: Model,
     pub meta: ModelMeta,
     pub path: PathBuf,
+    /// How the file says its logits are to be read as a draft's
+    /// ([`DRAFT_SCORING_KEY`]; a target ignores it).
+    pub draft_scoring: DraftScoring,
 }
 
 impl Loaded {
@@ -71,6 +75,14 @@ impl Loaded {
             }
         })?;
         let meta = meta(file, model.config().clone(), path)?;
+        let declared = file
+            .get(DRAFT_SCORING_KEY)
+            .map(|v| v.as_str().unwrap_or("(not a string)"));
+        let draft_scoring =
+            DraftScoring::parse(declared).map_err(|message| EngineError::DraftScoring {
+                path: path.to_path_buf(),
+                message,
+            })?;
         tracing::info!(
             "loaded {} ({} layers, vocabulary {}, context {}) from {} on {} threads",
             meta.config.name,
@@ -84,6 +96,7 @@ impl Loaded {
             model,
             meta,
             path: path.to_path_buf(),
+            draft_scoring,
         })
     }
 }

@@ -3,8 +3,14 @@
 //! jump-forward and strict speculative search equal plain with good, partial and bad
 //! drafts; relaxed search samples as the target does.
 
-use specdec_engine::beam::{BeamOptions, BeamOutput, BeamRunner, BeamVerify, Catalogue, Ranked};
-use specdec_runtime::{FakeTarget, Target};
+use std::sync::Mutex;
+
+use specdec_engine::beam::{
+    BeamOptions, BeamOutput, BeamRunner, BeamVerify, Catalogue, DraftScoring, Ranked,
+};
+use specdec_runtime::{
+    FakeTarget, Logits, ModelConfig, RuntimeError, SeqInput, Sequence, Target, Want,
+};
 
 const VOCAB: usize = 40;
 const END: u32 = 0;
@@ -340,4 +346,84 @@ fn a_dear_draft_stops_drafting_part_way_and_the_list_stays_plain() {
         cut += spec[0].stats.draft_cut as usize;
     }
     assert!(cut > 0, "a draft that never helps is cut in some trial");
+}
+
+/// A draft that records what each of its forwards asked for.
+struct Recording {
+    inner: FakeTarget,
+    wants: Mutex<Vec<Want>>,
+}
+
+impl Target for Recording {
+    fn config(&self) -> &ModelConfig {
+        self.inner.config()
+    }
+
+    fn new_sequence(&self) -> Sequence {
+        self.inner.new_sequence()
+    }
+
+    fn forward(&self, inputs: &mut [SeqInput<'_>]) -> Result<Vec<Logits>, RuntimeError> {
+        let mut wants = self.wants.lock().unwrap();
+        wants.extend(inputs.iter().map(|i| i.want.clone()));
+        drop(wants);
+        self.inner.forward(inputs)
+    }
+}
+
+/// A catalogue-scored draft asks only for trie children's logits (prefill none) and
+/// changes nothing strict search returns; relaxed search runs on it and says so.
+#[test]
+fn catalogue_scored_drafts_keep_strict_search_exact() {
+    let t = fake();
+    for (salt, seed) in [(0, 0), (0x5eed, 1), (0xbad, 2)] {
+        let d = Recording {
+            inner: fake().with_noise_salt(salt),
+            wants: Mutex::new(Vec::new()),
+        };
+        let (cat, _) = catalogue(300 + seed, 80, 8);
+        for k in [1, 4, 10] {
+            let plain = run(&t, None, &cat, &prompts(), &BeamOptions::plain(k));
+            for adaptive in [false, true] {
+                let mut opts = BeamOptions::speculative(k, BeamVerify::Strict);
+                let plan = opts.draft.as_mut().unwrap();
+                plan.adaptive = adaptive;
+                plan.max_beams = 2 * k;
+                let mut r = BeamRunner::new(&t, Some(&d as &dyn Target))
+                    .unwrap()
+                    .with_draft_scoring(DraftScoring::Catalogue)
+                    .frozen();
+                let spec = r.run(&cat, &prompts(), &opts).unwrap();
+                for (p, s) in plain.iter().zip(&spec) {
+                    assert_eq!(p.items, s.items, "salt {salt:x}, k {k}");
+                    assert!(!s.stats.relaxed);
+                }
+                // The same prefill serves a second search.
+                let pre = r.prefill(&prompts(), true).unwrap();
+                let again = r.run_prefilled(&cat, &pre, &opts).unwrap();
+                for (p, a) in plain.iter().zip(&again) {
+                    assert_eq!(p.items, a.items);
+                }
+                let relaxed = BeamOptions::speculative(k, BeamVerify::Relaxed { seed });
+                for o in r.run(&cat, &prompts(), &relaxed).unwrap() {
+                    assert!(o.stats.relaxed);
+                    assert_eq!(o.items.len(), k.min(cat.len()));
+                }
+            }
+        }
+        let wants = d.wants.lock().unwrap();
+        assert!(wants.iter().any(|w| w.columns().is_some()), "it drafted");
+        assert!(
+            wants
+                .iter()
+                .all(|w| matches!(w, Want::None | Want::LastColumns(_))),
+            "a catalogue-scored draft never computes a full row"
+        );
+        let widest = wants
+            .iter()
+            .filter_map(Want::columns)
+            .map(<[u32]>::len)
+            .max();
+        assert!(widest.unwrap() < VOCAB);
+    }
 }

@@ -5,7 +5,9 @@
 
 mod common;
 
-use specdec_engine::beam::{BeamOptions, BeamRunner, BeamVerify, Catalogue};
+use specdec_engine::beam::{
+    BeamOptions, BeamRunner, BeamVerify, Catalogue, DraftScoring, DRAFT_SCORING_KEY,
+};
 
 const TITLES: &[&str] = &[
     "Toy Story (1995)",
@@ -123,5 +125,55 @@ fn strict_speculative_and_jump_forward_equal_plain_on_the_real_model() {
             assert!(j.stats.decode_forwards() < p.stats.decode_forwards());
             assert!(s.stats.decode_forwards() < p.stats.decode_forwards());
         }
+    }
+}
+
+/// A catalogue-scored draft (a 4-block self-draft marked so in its file): its forwards
+/// compute only the trie children's logits, and strict search still returns plain's list
+/// bit for bit; relaxed runs and says so.
+#[test]
+fn a_catalogue_scored_draft_keeps_strict_search_exact_on_the_real_model() {
+    let f = common::fixture();
+    let cat = catalogue(f);
+    let target = specdec_model_store::resolve(None, true).expect("default model");
+    let draft_file =
+        specdec_gguf::truncate_blocks(&specdec_gguf::GgufFile::open(&target).unwrap(), 4, None)
+            .unwrap()
+            .kv(
+                DRAFT_SCORING_KEY,
+                specdec_gguf::Value::String("catalogue".into()),
+            );
+    let path = std::env::temp_dir().join(format!(
+        "specdec-beam-catalogue-draft-{}.gguf",
+        std::process::id()
+    ));
+    draft_file.write_to(&path).unwrap();
+    let meta = specdec_engine::ModelMeta::open(&target).unwrap();
+    let draft = specdec_engine::load_draft(&path, &meta, 2).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(draft.draft_scoring, DraftScoring::Catalogue);
+    let prompts = vec![
+        prompt(f, &["Star Wars (1977)", "Stargate (1994)"]),
+        prompt(f, &["Babe (1995)", "Toy Story (1995)", "Batman (1989)"]),
+    ];
+    let mut runner = BeamRunner::new(&f.model, Some(&draft.model))
+        .unwrap()
+        .with_draft_scoring(draft.draft_scoring)
+        .frozen();
+    let k = 5;
+    let plain = runner.run(&cat, &prompts, &BeamOptions::plain(k)).unwrap();
+    let mut opts = BeamOptions::speculative(k, BeamVerify::Strict);
+    opts.draft.as_mut().unwrap().adaptive = false;
+    let spec = runner.run(&cat, &prompts, &opts).unwrap();
+    for (p, s) in plain.iter().zip(&spec) {
+        assert_eq!(p.items, s.items, "catalogue-scored strict");
+        assert!(s.stats.draft_forwards > 1 && !s.stats.relaxed);
+    }
+    let relaxed = BeamOptions::speculative(k, BeamVerify::Relaxed { seed: 3 });
+    let out = runner.run(&cat, &prompts, &relaxed).unwrap();
+    for o in &out {
+        assert!(o.stats.relaxed);
+        assert_eq!(o.items.len(), k);
+        assert!(o.items.iter().all(|r| r.score.is_finite()));
     }
 }

@@ -6,6 +6,7 @@ mod common;
 
 use std::path::PathBuf;
 
+use specdec_engine::beam::{DraftScoring, DRAFT_SCORING_KEY};
 use specdec_engine::{load_draft, EngineError, ModelMeta};
 use specdec_gguf::write::{encode_value, Builder};
 use specdec_gguf::{truncate_blocks, GgufFile, Value};
@@ -78,6 +79,11 @@ fn a_four_block_self_draft_loads_and_runs() {
         ours, theirs,
         "four blocks of thirty predict exactly as all thirty"
     );
+    assert_eq!(
+        draft.draft_scoring,
+        DraftScoring::Vocabulary,
+        "no key: vocabulary"
+    );
     // Deterministic: the same draft derived twice is the same file.
     assert_eq!(self_draft(4, None).build(), self_draft(4, None).build());
 }
@@ -136,4 +142,20 @@ fn a_draft_with_another_vocabulary_is_refused() {
     for needle in ["different vocabulary", &size, "first difference at id 17"] {
         assert!(msg.contains(needle), "`{needle}` missing from: {msg}");
     }
+}
+
+#[test]
+fn a_draft_declares_its_scoring_in_metadata() {
+    let meta = target_meta();
+    let marked =
+        |value: &str| self_draft(1, None).kv(DRAFT_SCORING_KEY, Value::String(value.into()));
+    let path = write("catalogue-scored", &marked("catalogue"));
+    let draft = load_draft(&path, &meta, 1).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(draft.draft_scoring, DraftScoring::Catalogue);
+    let path = write("badly-scored", &marked("catalog"));
+    let e = load_draft(&path, &meta, 1).err().unwrap();
+    std::fs::remove_file(&path).unwrap();
+    assert!(matches!(e, EngineError::DraftScoring { .. }), "{e}");
+    assert!(e.to_string().contains("catalog"), "{e}");
 }

@@ -29,6 +29,9 @@ pub enum KernelError {
     /// The last `QuantizedRows::quantize` call got inconsistent arguments.
     #[error("activations invalid: {len} values given for {rows} rows of k = {k}")]
     BadActivations { len: usize, rows: usize, k: usize },
+    /// A selected output column is not below n.
+    #[error("column {col} is outside the matrix's {n} columns")]
+    ColumnOutOfRange { col: u32, n: usize },
     /// The requested instruction set is not supported by this CPU (or build).
     #[error("instruction set {} is not available on this CPU", .0.name())]
     IsaUnavailable(Isa),

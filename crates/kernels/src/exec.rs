@@ -3,7 +3,7 @@
 
 use crate::error::KernelError;
 use crate::isa::Isa;
-use crate::pack::PackedMatrix;
+use crate::pack::{PackedMatrix, TILE};
 use crate::pool::Pool;
 use crate::quant::QuantizedRows;
 use crate::simd::vecops::VecOps;
@@ -98,6 +98,56 @@ impl Executor {
         x: &QuantizedRows,
         out: &mut [f32],
     ) -> Result<(), KernelError> {
+        self.check(w, x, out)?;
+        if x.rows() == 0 {
+            return Ok(());
+        }
+        let job = Job::new(w, x, out);
+        let isa = self.isa;
+        self.run_shares(w.n_tiles(), &|tiles| {
+            // SAFETY: `isa` was checked available at construction; `job` was built from
+            // validated shapes and borrows live for this call; the shares' tile ranges
+            // are disjoint, and each share runs once.
+            unsafe { simd::run(isa, &job, tiles) };
+        })
+    }
+
+    /// `matmul` restricted to the 32-column tiles holding `cols` (any order, repeats
+    /// allowed): every column of those tiles gets the same bits `matmul` gives it, and the
+    /// rest of `out` (`x.rows() * w.n()`) is left as it was. Selected columns cost a tile
+    /// each at most, not a pass over the whole matrix: what a head scoring a few hundred
+    /// tokens of a large vocabulary needs.
+    pub fn matmul_columns(
+        &self,
+        w: &PackedMatrix,
+        x: &QuantizedRows,
+        cols: &[u32],
+        out: &mut [f32],
+    ) -> Result<(), KernelError> {
+        self.check(w, x, out)?;
+        if let Some(&col) = cols.iter().find(|&&c| c as usize >= w.n()) {
+            return Err(KernelError::ColumnOutOfRange { col, n: w.n() });
+        }
+        let mut tiles: Vec<usize> = cols.iter().map(|&c| c as usize / TILE).collect();
+        tiles.sort_unstable();
+        tiles.dedup();
+        if x.rows() == 0 || tiles.is_empty() {
+            return Ok(());
+        }
+        let job = Job::new(w, x, out);
+        let isa = self.isa;
+        self.run_shares(tiles.len(), &|share| {
+            for &t in &tiles[share] {
+                // SAFETY: as in `matmul`: `isa` available, shapes validated, `t` below
+                // n_tiles (its columns are below n), and the shares' tiles are disjoint
+                // (deduplicated) and each share runs once.
+                unsafe { simd::run(isa, &job, t..t + 1) };
+            }
+        })
+    }
+
+    /// The shapes `matmul` and `matmul_columns` accept.
+    fn check(&self, w: &PackedMatrix, x: &QuantizedRows, out: &[f32]) -> Result<(), KernelError> {
         x.check()?;
         if x.k() != w.k() {
             return Err(KernelError::KMismatch {
@@ -113,17 +163,7 @@ impl Executor {
                 actual: out.len(),
             });
         }
-        if x.rows() == 0 {
-            return Ok(());
-        }
-        let job = Job::new(w, x, out);
-        let isa = self.isa;
-        self.run_shares(w.n_tiles(), &|tiles| {
-            // SAFETY: `isa` was checked available at construction; `job` was built from
-            // validated shapes and borrows live for this call; the shares' tile ranges
-            // are disjoint, and each share runs once.
-            unsafe { simd::run(isa, &job, tiles) };
-        })
+        Ok(())
     }
 
     /// Test hook: the matmul through the EVEX build of the AvxVnni kernel, one thread.

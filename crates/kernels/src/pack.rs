@@ -163,8 +163,17 @@ impl PackedMatrix {
         self.buf.as_slice().len()
     }
 
-    pub(crate) fn n_tiles(&self) -> usize {
+    /// The 32-column tiles the matrix is stored in: the unit of work of a matmul.
+    pub fn n_tiles(&self) -> usize {
         self.n.div_ceil(TILE)
+    }
+
+    /// How many tiles hold `cols` (what `Executor::matmul_columns` computes per row).
+    pub fn tiles_of(&self, cols: &[u32]) -> usize {
+        let mut tiles: Vec<usize> = cols.iter().map(|&c| c as usize / TILE).collect();
+        tiles.sort_unstable();
+        tiles.dedup();
+        tiles.len()
     }
 
     pub(crate) fn data(&self) -> &[u8] {

@@ -104,3 +104,49 @@ fn ragged_n_leaves_no_padding_writes() {
         assert!(buf[32..32 + rows * n].iter().all(|v| v.is_finite()));
     }
 }
+
+/// `matmul_columns`: the selected columns (and their tiles') bits are `matmul`'s, on every
+/// ISA and thread count; columns of untouched tiles keep what the output held.
+#[test]
+fn selected_columns_match_the_full_matmul() {
+    let mut rng = rng(11);
+    let (n, k) = (300, 128);
+    // Scattered, repeated, unsorted, in the ragged last tile; and none at all.
+    let sets: [&[u32]; 4] = [&[5], &[299, 3, 3, 170, 64, 65], &[0, 31, 32, 288], &[]];
+    for format in FORMATS {
+        let bytes = random_ggml(&mut rng, format, n, k);
+        let w = PackedMatrix::from_ggml(format, &bytes, n, k).unwrap();
+        for rows in [1, 3, 6] {
+            let xs = random_activations(&mut rng, rows * k);
+            let scalar = Executor::with_isa(1, Isa::Scalar).unwrap();
+            let want = bits(&run(&scalar, &w, &xs, rows));
+            let mut q = QuantizedRows::new();
+            q.quantize(&xs, rows, k);
+            for isa in Isa::available() {
+                for threads in [1, 2, 3] {
+                    let e = Executor::with_isa(threads, isa).unwrap();
+                    for cols in sets {
+                        let guard = f32::from_bits(0x7fc0_4321);
+                        let mut out = vec![guard; rows * n];
+                        e.matmul_columns(&w, &q, cols, &mut out).unwrap();
+                        let tiles: Vec<usize> = cols.iter().map(|&c| c as usize / 32).collect();
+                        for (i, v) in out.iter().enumerate() {
+                            let c = i % n;
+                            if tiles.contains(&(c / 32)) {
+                                assert_eq!(v.to_bits(), want[i], "{format:?} {isa} col {c}");
+                            } else {
+                                assert_eq!(v.to_bits(), guard.to_bits(), "{format:?} col {c}");
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let e = Executor::new(1);
+        let mut q = QuantizedRows::new();
+        q.quantize(&vec![0.5; k], 1, k);
+        let mut out = vec![0.0; n];
+        assert!(e.matmul_columns(&w, &q, &[300], &mut out).is_err());
+        assert!(e.matmul_columns(&w, &q, &[1], &mut out[1..]).is_err());
+    }
+}

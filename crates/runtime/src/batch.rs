@@ -33,6 +33,13 @@ impl Batch {
         let mut paths = Vec::new();
         let mut input_rows = Vec::with_capacity(inputs.len());
         for (item, input) in inputs.iter_mut().enumerate() {
+            if let Some(&c) = input
+                .want
+                .columns()
+                .and_then(|cs| cs.iter().find(|&&c| c as usize >= vocab))
+            {
+                return Err(RuntimeError::BadToken(c));
+            }
             input_rows.push(rows.len()..rows.len() + input.nodes.len());
             let node_paths = tree::paths(input.nodes, vocab)?;
             input.seq.reserve(input.nodes.len())?;
@@ -61,7 +68,7 @@ impl Batch {
                 let n = input.nodes.len();
                 match input.want {
                     Want::All => 0..n,
-                    Want::Last => n.saturating_sub(1)..n,
+                    Want::Last | Want::LastColumns(_) => n.saturating_sub(1)..n,
                     Want::None => n..n,
                 }
             })
@@ -73,6 +80,18 @@ impl Batch {
         for input in inputs.iter_mut() {
             input.seq.set_pending(input.nodes);
         }
+    }
+}
+
+/// Keeps `row`'s `cols` and sets every other column to `-inf` (a `Want::LastColumns` row).
+pub(crate) fn keep_columns(row: &mut [f32], cols: &[u32]) {
+    let kept: Vec<(usize, f32)> = cols
+        .iter()
+        .map(|&c| (c as usize, row[c as usize]))
+        .collect();
+    row.fill(f32::NEG_INFINITY);
+    for (c, v) in kept {
+        row[c] = v;
     }
 }
 

@@ -10,7 +10,7 @@
 //! the same code as [`Model::forward`](crate::Model::forward): the same token range, tree
 //! shape and context errors, and the same commit, prefix and fork behaviour.
 
-use crate::batch::{split_logits, Batch};
+use crate::batch::{keep_columns, split_logits, Batch};
 use crate::{Logits, ModelConfig, RuntimeError, SeqInput, Sequence, Target};
 
 /// Tokens of the path's end that choose a position's favourite and noise.
@@ -154,7 +154,11 @@ impl Target for FakeTarget {
                 path.extend_from_slice(input.seq.tokens());
                 let chain = &batch.paths[rows.start + node];
                 path.extend(chain.iter().map(|&j| input.nodes[j].token));
+                let start = all.len();
                 self.logits_into(&path, &mut all);
+                if let Some(cols) = input.want.columns() {
+                    keep_columns(&mut all[start..], cols);
+                }
             }
         }
         Batch::finish(inputs);
@@ -417,5 +421,45 @@ mod tests {
         seq.commit(&[5]).unwrap();
         assert_eq!(b.tokens(), &[1, 2, 3, 4, 5, 6, 3, 2, 9]);
         assert_eq!(seq.tokens(), &[1, 2, 3, 4, 5, 6, 1]);
+    }
+
+    #[test]
+    fn last_columns_keep_the_paths_logits_there_and_minus_infinity_elsewhere() {
+        let t = FakeTarget::new(16, 64);
+        let tree = tree();
+        let cols: std::sync::Arc<[u32]> = vec![9, 2, 2, 15].into();
+        let (mut a, mut b) = (prefill(&t, &[4, 8]), prefill(&t, &[1, 2]));
+        let out = t
+            .forward(&mut [
+                SeqInput {
+                    seq: &mut a,
+                    nodes: &tree[..3],
+                    want: Want::LastColumns(cols.clone()),
+                },
+                SeqInput {
+                    seq: &mut b,
+                    nodes: &tree[..2],
+                    want: Want::All,
+                },
+            ])
+            .unwrap();
+        let full = t.logits(&[4, 8, 3, 5, 7]);
+        assert!(out[0].get(1).is_none());
+        for (i, &v) in out[0].get(2).unwrap().iter().enumerate() {
+            let want = if cols.contains(&(i as u32)) {
+                full[i]
+            } else {
+                f32::NEG_INFINITY
+            };
+            assert_eq!(v.to_bits(), want.to_bits(), "column {i}");
+        }
+        assert_eq!(bits(out[1].get(1).unwrap()), bits(&t.logits(&[1, 2, 3, 5])));
+        let mut c = prefill(&t, &[1]);
+        let bad = t.forward(&mut [SeqInput {
+            seq: &mut c,
+            nodes: &tree[..1],
+            want: Want::LastColumns(vec![16].into()),
+        }]);
+        assert!(matches!(bad, Err(RuntimeError::BadToken(16))));
     }
 }

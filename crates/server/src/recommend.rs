@@ -11,7 +11,7 @@ use axum::extract::{Request, State};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
-use specdec_engine::beam::{BeamOptions, BeamVerify};
+use specdec_engine::beam::{BeamOptions, BeamVerify, DraftScoring};
 use specdec_engine::{Loaded, Model};
 use specdec_rec::recommend::{answer_json, ItemCatalogue};
 
@@ -33,6 +33,8 @@ pub const MAX_TITLE_BYTES: usize = 512;
 pub struct Recommender {
     pub catalogue: Arc<ItemCatalogue>,
     pub draft: Option<Arc<Model>>,
+    /// How the draft's logits are read (its file's `specdec.draft.scoring`).
+    pub draft_scoring: DraftScoring,
 }
 
 impl std::fmt::Debug for Recommender {
@@ -56,12 +58,12 @@ impl Recommender {
             return Ok(None);
         };
         let catalogue = source.load(&loaded.meta.tokenizer)?;
-        let draft = match &config.draft_model {
+        let (draft, draft_scoring) = match &config.draft_model {
             Some(path) => {
                 let d = specdec_engine::load_draft(path, &loaded.meta, config.threads)?;
-                Some(Arc::new(d.model))
+                (Some(Arc::new(d.model)), d.draft_scoring)
             }
-            None => None,
+            None => (None, DraftScoring::default()),
         };
         tracing::info!(
             "/v1/recommend: {} catalogue entries from {}, {}",
@@ -76,6 +78,7 @@ impl Recommender {
         Ok(Some(Recommender {
             catalogue: Arc::new(catalogue),
             draft,
+            draft_scoring,
         }))
     }
 }

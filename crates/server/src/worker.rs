@@ -259,7 +259,9 @@ pub fn spawn(
             // Checked at load (the draft's vocabulary), so this does not fail.
             let mut beams = config.recommender.as_ref().and_then(|r| {
                 let draft = r.draft.as_deref().map(|d| d as &dyn specdec_engine::Target);
-                let runner = BeamRunner::new(model.as_ref(), draft).ok()?;
+                let runner = BeamRunner::new(model.as_ref(), draft)
+                    .ok()?
+                    .with_draft_scoring(r.draft_scoring);
                 Some(Beams {
                     runner,
                     rec: r,

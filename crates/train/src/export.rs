@@ -3,6 +3,7 @@
 //! reads, and the target's tokenizer metadata copied byte for byte, so the draft passes
 //! the engine's same-vocabulary check.
 
+use specdec_engine::beam::{DraftScoring, DRAFT_SCORING_KEY};
 use specdec_gguf::write::{Builder, RawKv};
 use specdec_gguf::{GgufFile, Value};
 use specdec_runtime::{Executor, Model, Node, SeqInput, Want};
@@ -37,7 +38,10 @@ pub fn to_gguf(
         .kv("llama.vocab_size", u(c.vocab))
         // Trained on the catalogue-renormalised distribution over trie children: the
         // engine scores this draft that way and computes only those columns of its head.
-        .kv("specdec.draft.scoring", Value::String("catalogue".into()));
+        .kv(
+            DRAFT_SCORING_KEY,
+            Value::String(DraftScoring::Catalogue.name().into()),
+        );
     if let Some(src) = tokenizer_from {
         b.raw_kv = src
             .raw_metadata()

@@ -108,6 +108,9 @@ fn a_tiny_draft_learns_and_exports_what_it_computes() {
     }
     let file =
         GgufFile::from_bytes(to_gguf(&trainer.draft, "smoke", None).unwrap().build()).unwrap();
+    // Trained over the catalogue's children: the engine must score it that way.
+    let declared = file.get_str(specdec_engine::beam::DRAFT_SCORING_KEY);
+    assert_eq!(declared.ok(), Some("catalogue"));
     let tokens: Vec<u32> = users[0]
         .prompt
         .iter()

@@ -5,13 +5,28 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
-use specdec_engine::beam::{BeamOptions, BeamVerify};
+use specdec_engine::beam::{BeamOptions, BeamVerify, DraftScoring};
 use specdec_engine::{load_draft, Loaded, ModelMeta};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum BeamVerifyArg {
     Strict,
     Relaxed,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum DraftScoringArg {
+    Vocabulary,
+    Catalogue,
+}
+
+impl From<DraftScoringArg> for DraftScoring {
+    fn from(a: DraftScoringArg) -> Self {
+        match a {
+            DraftScoringArg::Vocabulary => DraftScoring::Vocabulary,
+            DraftScoringArg::Catalogue => DraftScoring::Catalogue,
+        }
+    }
 }
 
 #[derive(Args, Debug, Clone)]
@@ -26,6 +41,12 @@ pub struct BeamArgs {
     /// `specdec draft self --layers L` writes), cached in the temporary folder.
     #[arg(long)]
     pub self_draft: Option<usize>,
+    /// How the draft's logits are read: over the whole vocabulary, or over the catalogue's
+    /// allowed tokens only (a draft trained on that distribution; its forwards then compute
+    /// just those tokens' logits). Default: what the draft file declares
+    /// (`specdec.draft.scoring`), else vocabulary.
+    #[arg(long, value_enum)]
+    pub draft_scoring: Option<DraftScoringArg>,
     /// Seed of relaxed verification.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -67,9 +88,28 @@ impl BeamArgs {
             (None, Some(layers)) => self_draft_file(target_path, layers)?,
             (None, None) => return Ok(None),
         };
-        let d = load_draft(&path, target, threads)
+        self.load_draft_at(&path, target, threads).map(Some)
+    }
+
+    /// The draft at `path`, checked against the target's vocabulary, scored as
+    /// `--draft-scoring` says (else as its file declares).
+    pub fn load_draft_at(
+        &self,
+        path: &std::path::Path,
+        target: &ModelMeta,
+        threads: usize,
+    ) -> anyhow::Result<Loaded> {
+        let mut d = load_draft(path, target, threads)
             .with_context(|| format!("loading the draft {}", path.display()))?;
-        Ok(Some(d))
+        if let Some(s) = self.draft_scoring {
+            d.draft_scoring = s.into();
+        }
+        tracing::info!(
+            "draft {}: scoring {}",
+            path.display(),
+            d.draft_scoring.name()
+        );
+        Ok(d)
     }
 
     /// Speculative options with this request's draft plan.

@@ -194,10 +194,11 @@ pub fn evaluate(
     let mut runners: Vec<BeamRunner> = arms
         .iter()
         .map(|a| {
-            let draft = a
-                .draft
-                .map(|d| &drafts[d].1.model as &dyn specdec_engine::Target);
-            BeamRunner::new(&loaded.model, draft)
+            let Some(d) = a.draft.map(|d| &drafts[d].1) else {
+                return BeamRunner::new(&loaded.model, None);
+            };
+            BeamRunner::new(&loaded.model, Some(&d.model as &dyn specdec_engine::Target))
+                .map(|r| r.with_draft_scoring(d.draft_scoring))
         })
         .collect::<Result<_, _>>()?;
     // Per draft, the first arm that speculates with it: it prefills that draft.

@@ -5,9 +5,8 @@
 
 use std::path::PathBuf;
 
-use anyhow::{bail, Context};
+use anyhow::bail;
 use clap::Args as ClapArgs;
-use specdec_engine::load_draft;
 
 use super::beam_args::{file_label, BeamArgs};
 use super::eval::{evaluate, Arm, Mode, UserArgs};
@@ -31,8 +30,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let meta = &setup.loaded.meta;
     let mut drafts = Vec::new();
     for p in &args.drafts {
-        let d = load_draft(p, meta, args.model.threads)
-            .with_context(|| format!("loading the draft {}", p.display()))?;
+        let d = args.beam.load_draft_at(p, meta, args.model.threads)?;
         drafts.push((file_label(p), d));
     }
     if let Some(d) = args

@@ -1,7 +1,7 @@
 //! `specdec rec`: the recommendation half (RECSYS.md): data, knowledge jobs, their quality
 //! and their benchmark.
 
-mod beam_args;
+pub(crate) mod beam_args;
 mod bench;
 mod eval;
 mod eval_draft;

@@ -102,7 +102,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         draft
             .as_ref()
             .map(|d| &d.model as &dyn specdec_engine::Target),
-    )?;
+    )?
+    .with_draft_scoring(draft.as_ref().map(|d| d.draft_scoring).unwrap_or_default());
     let rec = recommend(&mut runner, &catalogue, &tok, &[history], &opts)?
         .pop()
         .expect("one recommendation per history");

@@ -8,7 +8,7 @@ use specdec_verify::beam::{
 
 use super::search::Search;
 use super::side::Side;
-use super::{Catalogue, TrieNode};
+use super::{Catalogue, DraftScoring, TrieNode};
 use crate::EngineError;
 
 /// A drafted (beam, token) pair.
@@ -52,6 +52,7 @@ pub(crate) struct DraftWork {
 /// Drafts `plans[s] = (n, gamma)` for each search (gamma 0: none) and returns the trees.
 pub(crate) fn draft_round(
     draft: &dyn Target,
+    scoring: DraftScoring,
     cat: &Catalogue,
     searches: &mut [&mut Search],
     plans: &[(usize, usize)],
@@ -91,7 +92,14 @@ pub(crate) fn draft_round(
                 _ => Vec::new(),
             })
             .collect();
-        forward_frontiers(draft, &mut trees, &frontiers, step, &mut work)?;
+        let on = Frontiers {
+            draft,
+            scoring,
+            cat,
+            searches: &*searches,
+            frontiers: &frontiers,
+        };
+        on.forward(&mut trees, step, &mut work)?;
         for (s, search) in searches.iter_mut().enumerate() {
             let Some(tree) = trees[s].as_mut() else {
                 continue;
@@ -99,7 +107,7 @@ pub(crate) fn draft_round(
             if frontiers[s].is_empty() {
                 continue;
             }
-            expand(tree, &frontiers[s], search, cat, plans[s].0, step);
+            expand(tree, &frontiers[s], search, cat, scoring, plans[s].0, step);
         }
     }
     Ok((trees, work))
@@ -122,74 +130,105 @@ fn side(t: &DraftTree, f: From) -> &Side {
     }
 }
 
-/// One draft forward of every frontier side (of the searches drafting at `step`) whose
-/// next logits are unknown.
-fn forward_frontiers(
-    draft: &dyn Target,
-    trees: &mut [Option<DraftTree>],
-    frontiers: &[Vec<From>],
-    step: usize,
-    work: &mut DraftWork,
-) -> Result<(), EngineError> {
-    let mut sides: Vec<&mut Side> = Vec::new();
-    for (s, t) in trees.iter_mut().enumerate() {
-        let Some(t) = t.as_mut() else { continue };
-        if frontiers[s].is_empty() {
-            continue;
+/// What one step's draft forward runs on.
+struct Frontiers<'a> {
+    draft: &'a dyn Target,
+    scoring: DraftScoring,
+    cat: &'a Catalogue,
+    searches: &'a [&'a mut Search],
+    /// Per search, who drafts from where this step.
+    frontiers: &'a [Vec<From>],
+}
+
+impl Frontiers<'_> {
+    /// One draft forward of every frontier side (of the searches drafting at `step`) whose
+    /// next logits are unknown; a catalogue-scored draft computes just the side's trie
+    /// children's.
+    fn forward(
+        &self,
+        trees: &mut [Option<DraftTree>],
+        step: usize,
+        work: &mut DraftWork,
+    ) -> Result<(), EngineError> {
+        let mut sides: Vec<(&mut Side, TrieNode)> = Vec::new();
+        for (s, t) in trees.iter_mut().enumerate() {
+            let Some(t) = t.as_mut() else { continue };
+            if self.frontiers[s].is_empty() {
+                continue;
+            }
+            let before = sides.len();
+            if step == 0 {
+                let live = &self.searches[s].live;
+                sides.extend(
+                    t.roots
+                        .iter_mut()
+                        .zip(live)
+                        .filter(|(x, _)| x.ahead.is_empty())
+                        .map(|(x, b)| (x, b.trie_after_extra(self.cat))),
+                );
+            } else {
+                sides.extend(
+                    t.nodes
+                        .iter_mut()
+                        .filter(|n| n.step + 1 == step)
+                        .filter_map(|n| n.side.as_mut().map(|x| (x, n.trie)))
+                        .filter(|(x, _)| x.ahead.is_empty()),
+                );
+            }
+            work.rows[s] += sides[before..]
+                .iter()
+                .map(|(x, _)| x.pending.len())
+                .sum::<usize>();
         }
-        let before = sides.len();
-        if step == 0 {
-            sides.extend(t.roots.iter_mut().filter(|x| x.ahead.is_empty()));
-        } else {
-            sides.extend(
-                t.nodes
-                    .iter_mut()
-                    .filter(|n| n.step + 1 == step)
-                    .filter_map(|n| n.side.as_mut())
-                    .filter(|x| x.ahead.is_empty()),
-            );
+        if sides.is_empty() {
+            return Ok(());
         }
-        work.rows[s] += sides[before..]
-            .iter()
-            .map(|x| x.pending.len())
-            .sum::<usize>();
+        let chains: Vec<Vec<Node>> = sides.iter().map(|(x, _)| Node::chain(&x.pending)).collect();
+        let logits = {
+            let mut inputs: Vec<SeqInput<'_>> = sides
+                .iter_mut()
+                .zip(&chains)
+                .map(|((x, trie), nodes)| SeqInput {
+                    seq: &mut x.seq,
+                    nodes,
+                    want: self.want(*trie),
+                })
+                .collect();
+            self.draft.forward(&mut inputs)?
+        };
+        work.forwards += 1;
+        work.sizes.push(chains.iter().map(Vec::len).sum());
+        for ((x, _), l) in sides.iter_mut().zip(&logits) {
+            x.absorb(l)?;
+        }
+        Ok(())
     }
-    if sides.is_empty() {
-        return Ok(());
+
+    /// The logits a side at `trie` needs: a full row, or its children's columns.
+    fn want(&self, trie: TrieNode) -> Want {
+        match self.scoring {
+            DraftScoring::Vocabulary => Want::Last,
+            DraftScoring::Catalogue => {
+                Want::LastColumns(self.cat.children(trie).iter().map(|&(t, _)| t).collect())
+            }
+        }
     }
-    let chains: Vec<Vec<Node>> = sides.iter().map(|x| Node::chain(&x.pending)).collect();
-    let logits = {
-        let mut inputs: Vec<SeqInput<'_>> = sides
-            .iter_mut()
-            .zip(&chains)
-            .map(|(x, nodes)| SeqInput {
-                seq: &mut x.seq,
-                nodes,
-                want: Want::Last,
-            })
-            .collect();
-        draft.forward(&mut inputs)?
-    };
-    work.forwards += 1;
-    work.sizes.push(chains.iter().map(Vec::len).sum());
-    for (x, l) in sides.iter_mut().zip(&logits) {
-        x.absorb(l)?;
-    }
-    Ok(())
 }
 
 /// The step's N draft beams over the frontier: the best N by the draft's cumulative
 /// log-probability (strict), or N sampled without replacement from the draft's
-/// catalogue-constrained distribution (relaxed).
+/// catalogue-constrained distribution (relaxed). A catalogue-scored draft's
+/// log-probabilities are over the trie children in both.
 fn expand(
     tree: &mut DraftTree,
     frontier: &[From],
     search: &mut Search,
     cat: &Catalogue,
+    scoring: DraftScoring,
     n: usize,
     step: usize,
 ) {
-    let relaxed = search.rng.is_some();
+    let over_children = search.rng.is_some() || scoring == DraftScoring::Catalogue;
     let mut cands = Vec::new();
     let mut parents: Vec<(From, usize, TrieNode)> = Vec::new();
     for (fi, &from) in frontier.iter().enumerate() {
@@ -204,7 +243,7 @@ fn expand(
         parents.push((from, beam, trie));
         let row = side(tree, from).ahead[0].get();
         let kids = cat.children(trie);
-        let norm = if relaxed {
+        let norm = if over_children {
             log_sum_exp(kids.iter().map(|&(t, _)| row[t as usize] as f64))
         } else {
             log_normaliser(row)

@@ -14,7 +14,7 @@ use super::round::{verify_round, RoundInput};
 use super::search::{Beam, Search};
 use super::side::{Row, Side};
 use super::tree::BeamTree;
-use super::{BeamOptions, BeamOutput, Catalogue};
+use super::{BeamOptions, BeamOutput, Catalogue, DraftScoring};
 use crate::EngineError;
 
 /// A draft forward's cost relative to a target forward's of as many rows, for the
@@ -47,6 +47,7 @@ pub struct BeamRunner<'a> {
     choosers: HashMap<(usize, usize, usize), PlanChooser>,
     /// Ignore timings: price rounds by the prior cost of their rows.
     modeled: bool,
+    draft_scoring: DraftScoring,
 }
 
 impl<'a> BeamRunner<'a> {
@@ -67,7 +68,19 @@ impl<'a> BeamRunner<'a> {
             draft_cost: RowCost::default(),
             choosers: HashMap::new(),
             modeled: false,
+            draft_scoring: DraftScoring::Vocabulary,
         })
+    }
+
+    /// Reads the draft's logits as `scoring` says it was trained (what
+    /// [`Loaded::draft_scoring`](crate::Loaded) read from its file); vocabulary by default.
+    pub fn with_draft_scoring(mut self, scoring: DraftScoring) -> Self {
+        self.draft_scoring = scoring;
+        self
+    }
+
+    pub fn draft_scoring(&self) -> DraftScoring {
+        self.draft_scoring
     }
 
     /// Ignores timings (gamma follows acceptance alone), so runs are reproducible.
@@ -118,12 +131,15 @@ impl<'a> BeamRunner<'a> {
             ));
         }
         let started = Instant::now();
-        let target = prefill_on(self.target, prompts)?;
+        let target = prefill_on(self.target, prompts, false)?;
         let target_ms = started.elapsed().as_secs_f64() * 1e3;
         let drafted = match (draft, self.draft) {
             (true, Some(d)) => {
                 let started = Instant::now();
-                let sides = prefill_on(d, prompts)?;
+                // A catalogue-scored draft's next row needs the catalogue, which a prefill
+                // does not know: its prompts' last tokens wait for the first draft step.
+                let hold = self.draft_scoring == DraftScoring::Catalogue;
+                let sides = prefill_on(d, prompts, hold)?;
                 Some((sides, started.elapsed().as_secs_f64() * 1e3))
             }
             (true, None) => {
@@ -148,7 +164,8 @@ impl<'a> BeamRunner<'a> {
             EngineError::InvalidRequest("speculative beam search needs a draft model".into())
         })?;
         let started = Instant::now();
-        let sides = prefill_on(d, &pre.prompts)?;
+        let hold = self.draft_scoring == DraftScoring::Catalogue;
+        let sides = prefill_on(d, &pre.prompts, hold)?;
         Ok(Prefilled {
             prompts: pre.prompts.clone(),
             target: pre.target.clone(),
@@ -298,7 +315,7 @@ impl<'a> BeamRunner<'a> {
         let drafted: Vec<Option<DraftTree>> = if plans.iter().any(|p| p.steps > 0) {
             let d = self.draft.expect("drafting searches were checked");
             let started = Instant::now();
-            let (trees, work) = draft_round(d, cat, active, &sizes)?;
+            let (trees, work) = draft_round(d, self.draft_scoring, cat, active, &sizes)?;
             if work.forwards > 0 {
                 let per = started.elapsed().as_secs_f64() * 1e3 / work.forwards as f64;
                 for &rows in &work.sizes {
@@ -496,23 +513,51 @@ fn key(d: &super::DraftPlan, opts: &BeamOptions) -> (usize, usize, usize) {
 }
 
 /// Prefills each prompt as one chain on `model`; each side's cache holds its prompt and
-/// the next token's logits are known. (Not timed: a prefill's cost says nothing about a
-/// round's.)
-fn prefill_on(model: &dyn Target, prompts: &[Vec<u32>]) -> Result<Vec<Side>, EngineError> {
+/// the next token's logits are known, or with `hold_last` the cache holds all but the
+/// last token, left pending (no logits computed). (Not timed: a prefill's cost says
+/// nothing about a round's.)
+fn prefill_on(
+    model: &dyn Target,
+    prompts: &[Vec<u32>],
+    hold_last: bool,
+) -> Result<Vec<Side>, EngineError> {
     let mut seqs: Vec<_> = prompts.iter().map(|_| model.new_sequence()).collect();
-    let chains: Vec<Vec<Node>> = prompts.iter().map(|p| Node::chain(p)).collect();
+    let held = usize::from(hold_last);
+    let chains: Vec<Vec<Node>> = prompts
+        .iter()
+        .map(|p| Node::chain(&p[..p.len() - held]))
+        .collect();
+    let want = if hold_last { Want::None } else { Want::Last };
     let logits = {
+        // (Only a held one-token prompt has no chain: nothing to run for it.)
         let mut inputs: Vec<SeqInput<'_>> = seqs
             .iter_mut()
             .zip(&chains)
+            .filter(|(_, nodes)| !nodes.is_empty())
             .map(|(seq, nodes)| SeqInput {
                 seq,
                 nodes,
-                want: Want::Last,
+                want: want.clone(),
             })
             .collect();
-        model.forward(&mut inputs)?
+        if inputs.is_empty() {
+            Vec::new()
+        } else {
+            model.forward(&mut inputs)?
+        }
     };
+    if hold_last {
+        return seqs
+            .into_iter()
+            .zip(prompts)
+            .map(|(mut seq, p)| {
+                if p.len() > 1 {
+                    seq.commit_all()?;
+                }
+                Ok(Side::new(seq, vec![p[p.len() - 1]]))
+            })
+            .collect();
+    }
     seqs.into_iter()
         .zip(logits)
         .zip(prompts)

@@ -27,6 +27,21 @@ pub enum Want {
     All,
     Last,
     None,
+    /// The last node's logits of these token columns only (any order, repeats allowed,
+    /// each below the vocabulary): the head computes just them, with the same bits as a
+    /// full row, and every other column of the row reads `f32::NEG_INFINITY`. For a
+    /// caller that scores a known few tokens (a catalogue-trained draft's trie children).
+    LastColumns(Arc<[u32]>),
+}
+
+impl Want {
+    /// The columns a [`Want::LastColumns`] keeps; `None` for a full row.
+    pub fn columns(&self) -> Option<&[u32]> {
+        match self {
+            Want::LastColumns(cols) => Some(cols),
+            _ => None,
+        }
+    }
 }
 
 /// One sequence's share of a forward.
@@ -41,6 +56,7 @@ pub struct SeqInput<'a> {
 pub struct Logits {
     pub(crate) vocab: usize,
     /// The nodes with logits: `Want` asks for all, the last or none, always a range.
+    /// (A `LastColumns` row is vocabulary-wide too, its other columns `-inf`.)
     pub(crate) nodes: Range<usize>,
     /// The whole forward's logits, shared by its inputs (a batch is not copied apart);
     /// this input's rows start at row `first`.
