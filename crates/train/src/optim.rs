@@ -145,6 +145,10 @@ mod tests {
             .unwrap()
     }
 
+    fn values(w: &Var) -> Vec<f32> {
+        w.as_tensor().flatten_all().unwrap().to_vec1().unwrap()
+    }
+
     fn params() -> ParamsAdamW {
         ParamsAdamW {
             lr: 0.05,
@@ -163,14 +167,7 @@ mod tests {
             ours.backward_step(&loss(&a, &x)).unwrap();
             theirs.backward_step(&loss(&b, &x)).unwrap();
         }
-        let v = |w: &Var| {
-            w.as_tensor()
-                .flatten_all()
-                .unwrap()
-                .to_vec1::<f32>()
-                .unwrap()
-        };
-        assert_eq!(v(&a), v(&b));
+        assert_eq!(values(&a), values(&b));
     }
 
     #[test]
@@ -192,14 +189,7 @@ mod tests {
         for _ in 0..3 {
             resumed.backward_step(&loss(&c, &x)).unwrap();
         }
-        let v = |w: &Var| {
-            w.as_tensor()
-                .flatten_all()
-                .unwrap()
-                .to_vec1::<f32>()
-                .unwrap()
-        };
-        assert_eq!(v(&a), v(&c));
+        assert_eq!(values(&a), values(&c));
         assert!(resumed.restore(1, &HashMap::new()).is_err());
     }
 }
