@@ -1,6 +1,7 @@
 //! `specdec rec train-draft` end to end on the real target and MovieLens-100k, CI-sized: a
-//! tiny draft trains on 2 users, resumes from its checkpoint, and `rec eval` speculates
-//! with it (skips with a message when the dataset cannot be downloaded).
+//! tiny draft trains on 2 users, resumes from its checkpoint, and `rec eval` and `rec
+//! eval-draft` speculate with it (skips with a message when the dataset cannot be
+//! downloaded).
 
 use std::process::{Command, Output};
 
@@ -76,5 +77,27 @@ fn train_draft_trains_resumes_and_the_draft_speculates() {
         out_s,
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // Side by side: the draft (trained on the catalogue's children, so scored that way)
+    // against plain and jump-forward on a user it never saw.
+    let o = specdec(&[
+        "rec",
+        "eval-draft",
+        out_s,
+        "--skip",
+        "2",
+        "--users",
+        "1",
+        "--fixed",
+    ]);
+    let table = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    for row in [
+        "plain",
+        "jump-forward",
+        "strict [d]",
+        "relaxed [d] (relaxed)",
+    ] {
+        assert!(table.contains(row), "{row}: {table}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

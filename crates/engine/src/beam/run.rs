@@ -481,7 +481,9 @@ impl<'a> BeamRunner<'a> {
     /// result is the same: every round is exact whatever its plan).
     fn cut_dear_drafts(&self, active: &mut [&mut Search]) {
         for s in active.iter_mut() {
-            if s.plan.steps == 0 || s.is_done() {
+            // A plan is judged after two rounds at least: forced tokens computed ahead in
+            // the first make the next one cheap.
+            if s.plan.steps == 0 || s.is_done() || s.stats.rounds < MIN_ROUNDS_BEFORE_CUT {
                 continue;
             }
             let dear = self
@@ -490,6 +492,7 @@ impl<'a> BeamRunner<'a> {
             if dear {
                 s.plan = Plan::NONE;
                 s.stats.draft_cut = true;
+                s.cut_at = Some(s.cost / s.stats.steps.max(1) as f64);
             }
         }
     }
@@ -506,6 +509,9 @@ impl<'a> BeamRunner<'a> {
         }
     }
 }
+
+/// Rounds a drafting search runs before its cost may stop its drafting.
+const MIN_ROUNDS_BEFORE_CUT: usize = 2;
 
 /// Which chooser serves a search: the bounds its plans are made of.
 fn key(d: &super::DraftPlan, opts: &BeamOptions) -> (usize, usize, usize) {
