@@ -134,14 +134,7 @@ impl<'a> BeamRunner<'a> {
         let target = prefill_on(self.target, prompts, false)?;
         let target_ms = started.elapsed().as_secs_f64() * 1e3;
         let drafted = match (draft, self.draft) {
-            (true, Some(d)) => {
-                let started = Instant::now();
-                // A catalogue-scored draft's next row needs the catalogue, which a prefill
-                // does not know: its prompts' last tokens wait for the first draft step.
-                let hold = self.draft_scoring == DraftScoring::Catalogue;
-                let sides = prefill_on(d, prompts, hold)?;
-                Some((sides, started.elapsed().as_secs_f64() * 1e3))
-            }
+            (true, Some(d)) => Some(self.prefill_draft_sides(d, prompts)?),
             (true, None) => {
                 return Err(EngineError::InvalidRequest(
                     "speculative beam search needs a draft model".into(),
@@ -163,15 +156,26 @@ impl<'a> BeamRunner<'a> {
         let d = self.draft.ok_or_else(|| {
             EngineError::InvalidRequest("speculative beam search needs a draft model".into())
         })?;
-        let started = Instant::now();
-        let hold = self.draft_scoring == DraftScoring::Catalogue;
-        let sides = prefill_on(d, &pre.prompts, hold)?;
         Ok(Prefilled {
             prompts: pre.prompts.clone(),
             target: pre.target.clone(),
             target_ms: pre.target_ms,
-            draft: Some((sides, started.elapsed().as_secs_f64() * 1e3)),
+            draft: Some(self.prefill_draft_sides(d, &pre.prompts)?),
         })
+    }
+
+    /// The prompts prefilled on the draft, and the milliseconds it took.
+    fn prefill_draft_sides(
+        &self,
+        draft: &dyn Target,
+        prompts: &[Vec<u32>],
+    ) -> Result<(Vec<Side>, f64), EngineError> {
+        let started = Instant::now();
+        // A catalogue-scored draft's next row needs the catalogue, which a prefill does
+        // not know: its prompts' last tokens wait for the first draft step.
+        let hold = self.draft_scoring == DraftScoring::Catalogue;
+        let sides = prefill_on(draft, prompts, hold)?;
+        Ok((sides, started.elapsed().as_secs_f64() * 1e3))
     }
 
     /// Searches from prefilled prompts (their caches are forked, so `pre` can serve again).
@@ -471,10 +475,10 @@ impl<'a> BeamRunner<'a> {
             .choose()
     }
 
-    /// The chooser that serves `search`, when its plan is chosen.
-    fn chooser_of(&self, search: &Search) -> Option<&PlanChooser> {
+    /// Which chooser serves `search`, when its plan is chosen.
+    fn chooser_key(search: &Search) -> Option<(usize, usize, usize)> {
         let d = search.opts.draft.as_ref().filter(|d| d.adaptive)?;
-        self.choosers.get(&key(d, &search.opts))
+        Some(key(d, &search.opts))
     }
 
     /// Searches whose drafting has cost too much so far go on without drafting (the
@@ -486,26 +490,24 @@ impl<'a> BeamRunner<'a> {
             if s.plan.steps == 0 || s.is_done() || s.stats.rounds < MIN_ROUNDS_BEFORE_CUT {
                 continue;
             }
-            let dear = self
-                .chooser_of(s)
+            let dear = Self::chooser_key(s)
+                .and_then(|k| self.choosers.get(&k))
                 .is_some_and(|c| c.over_budget(s.chosen, s.cost, s.stats.steps));
             if dear {
                 s.plan = Plan::NONE;
                 s.stats.draft_cut = true;
-                s.cut_at = Some(s.cost / s.stats.steps.max(1) as f64);
             }
         }
     }
 
-    /// What a finished search's chosen plan cost it per beam step.
+    /// What a finished search's chosen plan cost it per beam step (all its rounds, those
+    /// after a cut included).
     fn observe(&mut self, search: &Search) {
-        if let Some(d) = search.opts.draft.as_ref().filter(|d| d.adaptive) {
-            if let Some(c) = self.choosers.get_mut(&key(d, &search.opts)) {
-                c.observe(
-                    search.chosen,
-                    search.cost / search.stats.steps.max(1) as f64,
-                );
-            }
+        if let Some(c) = Self::chooser_key(search).and_then(|k| self.choosers.get_mut(&k)) {
+            c.observe(
+                search.chosen,
+                search.cost / search.stats.steps.max(1) as f64,
+            );
         }
     }
 }

@@ -38,9 +38,6 @@ pub(crate) struct Search {
     pub(crate) chosen: Plan,
     pub(crate) plan: Plan,
     pub(crate) cost: f64,
-    /// When drafting stopped part way: its cost per beam step until then, which is what
-    /// the chosen plan is judged by (the rounds after it ran another plan).
-    pub(crate) cut_at: Option<f64>,
 }
 
 impl Search {
@@ -63,7 +60,6 @@ impl Search {
             chosen: Plan::NONE,
             plan: Plan::NONE,
             cost: 0.0,
-            cut_at: None,
         }
     }
 
