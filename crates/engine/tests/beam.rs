@@ -333,7 +333,10 @@ fn a_dear_draft_stops_drafting_part_way_and_the_list_stays_plain() {
     let t = fake();
     let bad = fake().with_salt(0xbad);
     let (cat, _) = catalogue(21, 80, 8);
-    let opts = BeamOptions::speculative(4, BeamVerify::Strict);
+    let mut opts = BeamOptions::speculative(4, BeamVerify::Strict);
+    // Trees small enough to be worth a try at some acceptance (wider ones are priced out
+    // before their forward).
+    opts.draft.as_mut().unwrap().max_beams = 4;
     let mut runner = BeamRunner::new(&t, Some(&bad as &dyn Target))
         .unwrap()
         .frozen();
@@ -346,6 +349,37 @@ fn a_dear_draft_stops_drafting_part_way_and_the_list_stays_plain() {
         cut += spec[0].stats.draft_cut as usize;
     }
     assert!(cut > 0, "a draft that never helps is cut in some trial");
+}
+
+/// With the runtime's cost shape, a 20-beam tree costs more per step than jump-forward
+/// even if all of it were accepted: the searches drop such trees before the target's
+/// forward (a perfect draft included), and the lists stay plain's.
+#[test]
+fn a_tree_that_cannot_pay_is_priced_out_before_its_forward() {
+    let t = fake();
+    let (cat, _) = catalogue(23, 80, 8);
+    let opts = BeamOptions::speculative(4, BeamVerify::Strict);
+    let mut runner = BeamRunner::new(&t, Some(&t as &dyn Target))
+        .unwrap()
+        .frozen();
+    let mut priced = 0;
+    for i in 0..30u32 {
+        let prompt = vec![vec![3 + i % 7, 7, 9 + i % 20]];
+        let plain = run(&t, None, &cat, &prompt, &BeamOptions::plain(4));
+        let spec = runner.run(&cat, &prompt, &opts).unwrap();
+        assert_eq!(plain[0].items, spec[0].items, "search {i}");
+        let s = &spec[0].stats;
+        if s.draft_priced_out {
+            priced += 1;
+            assert!(s.draft_forwards > 1, "search {i} drafted before pricing");
+        }
+    }
+    assert!(priced > 0, "no 20-beam tree was priced out");
+    // A fixed plan is what it says: never priced.
+    let mut fixed = opts.clone();
+    fixed.draft.as_mut().unwrap().adaptive = false;
+    let out = runner.run(&cat, &[vec![3, 7, 9]], &fixed).unwrap();
+    assert!(!out[0].stats.draft_priced_out);
 }
 
 /// A draft that records what each of its forwards asked for.

@@ -111,6 +111,8 @@ struct Row {
     users_slower: usize,
     /// Searches that stopped drafting part way (their plan proved too dear).
     drafts_cut: usize,
+    /// Searches that dropped a tree before its forward (it could not pay at any acceptance).
+    drafts_priced_out: usize,
     /// Users whose list differs from plain's (exact modes must have none).
     differing: usize,
 }
@@ -291,7 +293,10 @@ pub fn evaluate(
                 r.users_slower,
                 r.users,
                 if r.draft.is_some() {
-                    format!(", {} searches stopped drafting part way", r.drafts_cut)
+                    format!(
+                        ", {} searches stopped drafting part way, {} priced a tree out",
+                        r.drafts_cut, r.drafts_priced_out
+                    )
                 } else {
                     String::new()
                 }
@@ -378,6 +383,7 @@ fn summarize(accs: &[Acc], arms: &[Arm], prefill_ms: &[(f64, Vec<f64>)]) -> Vec<
                 worst_user_speedup: per_user.iter().copied().fold(f64::INFINITY, f64::min),
                 users_slower: per_user.iter().filter(|&&s| s < 1.0 / 1.03).count(),
                 drafts_cut: a.out.iter().filter(|o| o.stats.draft_cut).count(),
+                drafts_priced_out: a.out.iter().filter(|o| o.stats.draft_priced_out).count(),
                 differing: a
                     .out
                     .iter()

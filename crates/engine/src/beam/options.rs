@@ -128,6 +128,10 @@ pub struct BeamStats {
     /// The search stopped drafting part way: its plan cost more per step than the best
     /// other plan's by the chooser's margin.
     pub draft_cut: bool,
+    /// The search stopped drafting before a round's target forward: that round's tree
+    /// would have cost more per beam step than the best other plan measured, even had
+    /// every drafted step been accepted (its draft forwards were the only waste).
+    pub draft_priced_out: bool,
     /// Wall time of the prompt's prefill (target and draft), of target forwards after it,
     /// of drafting, and of verification (the forwards are shared by a batch's searches:
     /// each counts the whole forward it was in).

@@ -16,6 +16,13 @@
 //! plan's goes on without drafting ([`PlanChooser::over_budget`]), after two rounds at the
 //! earliest. Its whole cost, the rounds after the cut included, counts against the
 //! plan it was chosen with.
+//!
+//! Most trials on a CPU need not run at all: once the draft has built a round's tree, its
+//! rows are known, and the cost curve prices the target forward over them. If that
+//! forward, divided by the most beam steps the round could take (every drafted step and
+//! every forced token after the leaves kept), costs more than the best other plan's
+//! measured cost per step, the round cannot pay whatever the draft's acceptance: the search
+//! drops the tree and goes on without drafting, having spent only the draft's forwards.
 
 /// One way to run a round.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -143,14 +150,36 @@ impl PlanChooser {
         if plan.steps == 0 || steps == 0 {
             return false;
         }
-        let best_other = self
-            .plans
+        self.best_other(plan)
+            .is_some_and(|b| cost > CUT * b * steps as f64)
+    }
+
+    /// The lowest cost per beam step measured by a plan other than `plan`.
+    pub fn best_other(&self, plan: Plan) -> Option<f64> {
+        self.plans
             .iter()
             .zip(&self.seen)
             .filter(|(p, s)| **p != plan && s.searches > 0)
             .map(|(_, s)| s.cost)
-            .min_by(f64::total_cmp);
-        best_other.is_some_and(|b| cost > CUT * b * steps as f64)
+            .min_by(f64::total_cmp)
+    }
+
+    /// A search chosen with `plan` priced its drafting out: at best it would have cost
+    /// `price` per beam step, more than the best other plan. It counts as every trial the
+    /// plan needed (another trial would only price it out again) and its cost moves to the
+    /// price, not to what the search cost once it stopped drafting, which is the other
+    /// plan's.
+    pub fn observe_priced(&mut self, plan: Plan, price: f64) {
+        let Some(i) = self.plans.iter().position(|p| *p == plan) else {
+            return;
+        };
+        let s = &mut self.seen[i];
+        s.cost = if s.searches == 0 {
+            price
+        } else {
+            s.cost.max(price)
+        };
+        s.searches = (s.searches + 1).max(TRIALS);
     }
 
     /// What a search chosen with `plan` cost per beam step (milliseconds, or modeled units

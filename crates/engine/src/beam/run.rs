@@ -79,10 +79,6 @@ impl<'a> BeamRunner<'a> {
         self
     }
 
-    pub fn draft_scoring(&self) -> DraftScoring {
-        self.draft_scoring
-    }
-
     /// Ignores timings (gamma follows acceptance alone), so runs are reproducible.
     pub fn frozen(mut self) -> Self {
         self.target_cost = RowCost::frozen();
@@ -313,10 +309,10 @@ impl<'a> BeamRunner<'a> {
     /// Every prompt through the target (and the draft when speculating) in one forward.
     fn round(&mut self, cat: &Catalogue, active: &mut [&mut Search]) -> Result<(), EngineError> {
         let round_started = Instant::now();
-        let plans: Vec<Plan> = active.iter().map(|s| s.plan).collect();
+        let mut plans: Vec<Plan> = active.iter().map(|s| s.plan).collect();
         let sizes: Vec<(usize, usize)> = plans.iter().map(|p| (p.beams, p.steps)).collect();
         let mut draft_rows = vec![0; active.len()];
-        let drafted: Vec<Option<DraftTree>> = if plans.iter().any(|p| p.steps > 0) {
+        let mut drafted: Vec<Option<DraftTree>> = if plans.iter().any(|p| p.steps > 0) {
             let d = self.draft.expect("drafting searches were checked");
             let started = Instant::now();
             let (trees, work) = draft_round(d, self.draft_scoring, cat, active, &sizes)?;
@@ -342,33 +338,24 @@ impl<'a> BeamRunner<'a> {
         let mut trees: Vec<Vec<BeamTree>> = active
             .iter()
             .enumerate()
-            .map(|(s, search)| {
-                let forced = if search.opts.jump_forward {
-                    search.opts.max_forced
-                } else {
-                    0
-                };
-                search
-                    .live
-                    .iter()
-                    .enumerate()
-                    .map(|(b, beam)| {
-                        BeamTree::build(
-                            beam,
-                            b,
-                            drafted[s].as_ref(),
-                            cat,
-                            forced,
-                            plans[s].forced_after_draft,
-                        )
-                    })
-                    .collect()
-            })
+            .map(|(s, search)| beam_trees(search, drafted[s].as_ref(), cat, plans[s]))
             .collect();
-        let target_rows: Vec<usize> = trees
-            .iter()
-            .map(|ts| ts.iter().map(|t| t.nodes.len()).sum())
-            .collect();
+        let mut target_rows: Vec<usize> = trees.iter().map(|ts| rows_of(ts)).collect();
+        for (s, search) in active.iter_mut().enumerate() {
+            let price = match drafted[s] {
+                Some(_) => self.priced_out(search, &trees[s], target_rows[s]),
+                None => None,
+            };
+            if let Some(price) = price {
+                search.priced = Some(price);
+                search.plan = Plan::NONE;
+                search.stats.draft_priced_out = true;
+                plans[s] = Plan::NONE;
+                drafted[s] = None;
+                trees[s] = beam_trees(search, None, cat, Plan::NONE);
+                target_rows[s] = rows_of(&trees[s]);
+            }
+        }
         self.forward_trees(active, &mut trees)?;
         for (s, search) in active.iter_mut().enumerate() {
             let started = Instant::now();
@@ -388,9 +375,11 @@ impl<'a> BeamRunner<'a> {
             }
             let cost = if self.modeled {
                 let t = self.target_cost.estimate(target_rows[s].max(1), 1.0);
-                let d = if plan.steps > 0 {
-                    DRAFT_SHARE * self.draft_cost.estimate(draft_rows[s].max(1), 1.0)
-                        + DRAFT_SHARE * (plan.steps - 1) as f64
+                // (A round priced out before its forward still paid for its draft.)
+                let drafted_steps = sizes[s].1;
+                let d = if draft_rows[s] > 0 {
+                    DRAFT_SHARE * self.draft_cost.estimate(draft_rows[s], 1.0)
+                        + DRAFT_SHARE * drafted_steps.saturating_sub(1) as f64
                 } else {
                     0.0
                 };
@@ -481,6 +470,45 @@ impl<'a> BeamRunner<'a> {
         Some(key(d, &search.opts))
     }
 
+    /// What a drafting search's round over `trees` (`rows` rows) would cost per beam step
+    /// at best, when that is more than the best other plan measured: the forward as the
+    /// cost curve prices it, over the most steps the round could take. A step needs
+    /// logits for each beam it keeps, so the round goes no deeper than the tree holds K
+    /// nodes at every depth (the live beams, when fewer remain). A fixed plan is never
+    /// priced.
+    fn priced_out(&self, search: &Search, trees: &[BeamTree], rows: usize) -> Option<f64> {
+        if search.plan.steps == 0 {
+            return None;
+        }
+        let best = Self::chooser_key(search)
+            .and_then(|k| self.choosers.get(&k))
+            .and_then(|c| c.best_other(search.chosen))?;
+        let forward = if self.modeled {
+            self.target_cost.estimate(rows.max(1), 1.0)
+        } else {
+            self.target_cost.ms(rows)?
+        };
+        let need = if search.stats.rounds == 0 {
+            search.opts.k
+        } else {
+            search.opts.k.min(search.live.len())
+        };
+        let mut counts = Vec::new();
+        for (beam, tree) in search.live.iter().zip(trees) {
+            let ahead = if beam.target.pending.is_empty() {
+                beam.target.extra.len()
+            } else {
+                0
+            };
+            tree.depth_counts(ahead, &mut counts);
+        }
+        let deep = (1..counts.len())
+            .take_while(|&j| counts[j] >= need.max(1))
+            .count();
+        let price = forward / (deep + 1) as f64;
+        (price > best).then_some(price)
+    }
+
     /// Searches whose drafting has cost too much so far go on without drafting (the
     /// result is the same: every round is exact whatever its plan).
     fn cut_dear_drafts(&self, active: &mut [&mut Search]) {
@@ -504,12 +532,40 @@ impl<'a> BeamRunner<'a> {
     /// after a cut included).
     fn observe(&mut self, search: &Search) {
         if let Some(c) = Self::chooser_key(search).and_then(|k| self.choosers.get_mut(&k)) {
+            if let Some(price) = search.priced {
+                return c.observe_priced(search.chosen, price);
+            }
             c.observe(
                 search.chosen,
                 search.cost / search.stats.steps.max(1) as f64,
             );
         }
     }
+}
+
+/// Every live beam's share of a search's forward: its pending tokens, what `drafted`
+/// hangs below it and the forced tokens jump-forward and `plan` add.
+fn beam_trees(
+    search: &Search,
+    drafted: Option<&DraftTree>,
+    cat: &Catalogue,
+    plan: Plan,
+) -> Vec<BeamTree> {
+    let forced = if search.opts.jump_forward {
+        search.opts.max_forced
+    } else {
+        0
+    };
+    search
+        .live
+        .iter()
+        .enumerate()
+        .map(|(b, beam)| BeamTree::build(beam, b, drafted, cat, forced, plan.forced_after_draft))
+        .collect()
+}
+
+fn rows_of(trees: &[BeamTree]) -> usize {
+    trees.iter().map(|t| t.nodes.len()).sum()
 }
 
 /// Rounds a drafting search runs before its cost may stop its drafting.

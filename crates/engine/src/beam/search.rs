@@ -38,6 +38,9 @@ pub(crate) struct Search {
     pub(crate) chosen: Plan,
     pub(crate) plan: Plan,
     pub(crate) cost: f64,
+    /// What the round that priced its drafting out would have cost per beam step at
+    /// best (what its plan is then judged by).
+    pub(crate) priced: Option<f64>,
 }
 
 impl Search {
@@ -60,6 +63,7 @@ impl Search {
             chosen: Plan::NONE,
             plan: Plan::NONE,
             cost: 0.0,
+            priced: None,
         }
     }
 

@@ -122,6 +122,29 @@ impl BeamTree {
         t
     }
 
+    /// Adds to `counts[j]` how many of this beam's positions `j` steps into the round
+    /// have logits in it: the `ahead` forced steps already computed, then the tree's
+    /// drafted and forced nodes by depth (pending nodes are the beam itself, depth 0).
+    pub fn depth_counts(&self, ahead: usize, counts: &mut Vec<usize>) {
+        let mut depth = vec![0usize; self.nodes.len()];
+        let bump = |counts: &mut Vec<usize>, j: usize| {
+            if counts.len() <= j {
+                counts.resize(j + 1, 0);
+            }
+            counts[j] += 1;
+        };
+        for j in 1..=ahead {
+            bump(counts, j);
+        }
+        for i in 0..self.nodes.len() {
+            if self.kind[i] == Kind::Pending {
+                continue;
+            }
+            depth[i] = 1 + self.nodes[i].parent.map_or(0, |p| depth[p as usize]);
+            bump(counts, ahead + depth[i]);
+        }
+    }
+
     fn push(&mut self, token: u32, parent: Option<usize>, kind: Kind, trie: TrieNode) -> usize {
         let i = self.nodes.len();
         self.nodes.push(Node {
