@@ -69,6 +69,24 @@ enum BenchCommand {
         #[command(flatten)]
         model: ModelArgs,
     },
+    /// Each forward size (n = 1..64 nodes, at each prefix) against this machine's floor:
+    /// the bytes it must read over the measured streaming bandwidth, or its multiply-adds
+    /// over the measured peak rates, whichever is larger.
+    Roofline {
+        #[arg(long)]
+        json: bool,
+        /// Timed repeats per n (interleaved across n); the median is reported.
+        #[arg(long, default_value_t = 15)]
+        repeats: usize,
+        /// Committed tokens the nodes attend to, one table each.
+        #[arg(long, value_delimiter = ',', default_value = "100,1000")]
+        prefix: Vec<usize>,
+        /// The bandwidth probe's buffer (make it several times the last-level cache).
+        #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(64..=16384))]
+        buffer_mib: u64,
+        #[command(flatten)]
+        model: ModelArgs,
+    },
 }
 
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
@@ -79,10 +97,20 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             prefix,
             model,
         }) => verify_cost(&model, repeats, prefix as usize, json),
+        Some(BenchCommand::Roofline {
+            json,
+            repeats,
+            prefix,
+            buffer_mib,
+            model,
+        }) => {
+            anyhow::ensure!(!prefix.is_empty(), "give at least one --prefix");
+            crate::roofline::run(&model, repeats, &prefix, buffer_mib as usize, json)
+        }
         None => {
             let path = args
                 .workload
-                .context("give --workload FILE.jsonl or a subcommand (verify-cost)")?;
+                .context("give --workload FILE.jsonl or a subcommand (verify-cost, roofline)")?;
             // The forced rule decides acceptance itself; it has no relaxed variant.
             anyhow::ensure!(
                 args.forced.is_none() || args.verify.rule == VerifyRule::Strict,
@@ -183,6 +211,11 @@ pub fn cost_curve(loaded: &Loaded, repeats: usize, prefix: usize) -> anyhow::Res
 pub struct CostCurve(Vec<(usize, f64)>);
 
 impl CostCurve {
+    /// The measured (nodes, milliseconds) pairs.
+    pub fn points(&self) -> &[(usize, f64)] {
+        &self.0
+    }
+
     /// Milliseconds of a forward over `n` nodes: linear between the measured sizes, and
     /// beyond the largest along its last segment.
     pub fn ms(&self, n: usize) -> f64 {

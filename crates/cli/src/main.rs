@@ -9,6 +9,7 @@ mod generate;
 mod model_cmd;
 mod oracle;
 mod rec;
+mod roofline;
 mod serve;
 mod verify_args;
 mod workload;

@@ -29,6 +29,7 @@ mod isa;
 mod pack;
 mod pool;
 mod quant;
+mod roofline;
 mod simd;
 
 pub use error::KernelError;
@@ -36,4 +37,5 @@ pub use exec::Executor;
 pub use isa::Isa;
 pub use pack::{PackedMatrix, WeightFormat};
 pub use quant::QuantizedRows;
+pub use roofline::Ceilings;
 pub use simd::vecops::{kt_index, VecOps};

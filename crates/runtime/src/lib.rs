@@ -22,8 +22,8 @@ pub use arch::{Activation, ArchSpec, LayerSpec, OutputHead, RopeSpec};
 pub use config::{Arch, ModelConfig, RopeStyle};
 pub use fake::FakeTarget;
 pub use kv::Sequence;
-pub use model::{Logits, Model, SeqInput, Want};
-pub use specdec_kernels::{Executor, Isa};
+pub use model::{ForwardWork, Logits, Model, SeqInput, Want};
+pub use specdec_kernels::{Ceilings, Executor, Isa};
 pub use specdec_tree::{Node, TokenTree};
 pub use target::Target;
 

@@ -22,6 +22,7 @@ mod avx2;
 mod avx512;
 #[cfg(target_arch = "x86_64")]
 mod avxvnni;
+pub(crate) mod peak;
 mod scalar;
 pub(crate) mod vecops;
 #[cfg(target_arch = "x86_64")]

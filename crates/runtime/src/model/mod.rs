@@ -3,6 +3,7 @@
 //! what each layer does comes from the model's architecture description (`crate::arch`).
 
 mod attention;
+mod footprint;
 mod load;
 mod logits;
 mod rows;
@@ -19,7 +20,9 @@ use crate::kv::Sequence;
 use crate::ops::{Rope, RopeTable};
 use crate::weights::Weights;
 use crate::Node;
+
 use crate::RuntimeError;
+pub use footprint::ForwardWork;
 
 /// Which nodes of an input need logits.
 #[derive(Clone, Debug)]

@@ -1,0 +1,69 @@
+//! What a forward must do at the least, counted from the loaded weights: the bytes it
+//! reads and the multiply-adds it computes. A roofline divides these by the machine's
+//! ceilings to get the time no forward of that shape can beat.
+
+use super::Model;
+
+/// The work of one forward of `rows` nodes, each with logits, after `prefix` cached
+/// positions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ForwardWork {
+    /// Weights (every packed matrix, the head included, and the norm vectors), read once
+    /// per forward however many rows share it, plus the cached keys and values each
+    /// layer attends to.
+    pub bytes: u64,
+    /// int8 multiply-adds of the matrices: every row through every matrix.
+    pub int8_macs: u64,
+    /// f32 multiply-adds of attention: per row, per head, q·k and p·v over the positions
+    /// it sees (its prefix, within a sliding window where the layer has one).
+    pub f32_macs: u64,
+}
+
+impl Model {
+    /// The least a forward of `rows` nodes (all with logits) after `prefix` cached
+    /// positions must read and compute.
+    pub fn forward_work(&self, prefix: usize, rows: usize) -> ForwardWork {
+        let cfg = &self.config;
+        let w = &self.weights;
+        let mut bytes = 0u64;
+        let mut macs_per_row = 0u64;
+        let mut matrix = |m: &specdec_kernels::PackedMatrix| {
+            bytes += m.packed_bytes() as u64;
+            macs_per_row += (m.n() * m.k()) as u64;
+        };
+        for l in &w.layers {
+            for m in [&l.qkv, &l.o, &l.gate_up, &l.down] {
+                matrix(m);
+            }
+        }
+        matrix(&w.head);
+        let vectors: usize = w
+            .layers
+            .iter()
+            .map(|l| {
+                l.attn_norm.len()
+                    + l.ffn_norm.len()
+                    + l.qkv_bias.as_ref().map_or(0, Vec::len)
+                    + l.qk_norm.as_ref().map_or(0, |(q, k)| q.len() + k.len())
+                    + l.post_attn_norm.as_ref().map_or(0, Vec::len)
+                    + l.post_ffn_norm.as_ref().map_or(0, Vec::len)
+            })
+            .sum::<usize>()
+            + w.out_norm.len();
+        bytes += 4 * vectors as u64;
+        let mut f32_macs = 0u64;
+        for ls in &self.spec.layers {
+            let seen = ls.sliding_window.map_or(prefix, |win| prefix.min(win));
+            // Keys and values, f32, of every KV head.
+            bytes += (2 * 4 * seen * cfg.kv_dim()) as u64;
+            // The rows also see each other (at most their own count): a lower bound
+            // counts the prefix only.
+            f32_macs += (rows * 2 * seen * cfg.n_heads * cfg.head_dim) as u64;
+        }
+        ForwardWork {
+            bytes,
+            int8_macs: macs_per_row * rows as u64,
+            f32_macs,
+        }
+    }
+}
