@@ -9,8 +9,8 @@ use specdec_engine::{ChatMessage, ChatTemplate, Model, Tokenizer};
 
 #[derive(Args, Clone, Debug)]
 pub struct ModelArgs {
-    /// A local GGUF file (default: $SPECDEC_MODEL, else SmolLM2-135M-Instruct Q4_1, fetched
-    /// on first use).
+    /// A local GGUF file or a known model's short name (`smollm2-135m`, `gemma-3-270m`:
+    /// fetched on first use); default: $SPECDEC_MODEL, else SmolLM2-135M-Instruct Q4_1.
     #[arg(long)]
     pub model: Option<PathBuf>,
     /// Kernel threads.
