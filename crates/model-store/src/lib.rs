@@ -172,19 +172,24 @@ fn file_kind(t: &std::fs::FileType) -> &'static str {
     }
 }
 
+/// The cached file of `model` if it is there with the right size, without fetching it (for
+/// tests and tools that skip what is not cached).
+pub fn cached(model: &KnownModel) -> Option<PathBuf> {
+    let target = cached_path(model).ok()?;
+    let m = std::fs::metadata(&target).ok()?;
+    (m.is_file() && model.size.is_none_or(|s| s == m.len())).then_some(target)
+}
+
 /// Returns the cached file of `model`, downloading and verifying it first if needed.
 ///
 /// A file under the cached name was verified before it was renamed there, so it is taken
 /// as it is when its size is right (re-hashing 250 MB would cost every run a second); a
 /// file of the wrong size (a copy from elsewhere, a truncated disk) is fetched again.
 pub fn ensure(model: &KnownModel, quiet: bool) -> Result<PathBuf> {
-    let target = cached_path(model)?;
-    if let Ok(m) = std::fs::metadata(&target) {
-        if m.is_file() && model.size.is_none_or(|s| s == m.len()) {
-            return Ok(target);
-        }
+    match cached(model) {
+        Some(target) => Ok(target),
+        None => fetch(model, quiet),
     }
-    fetch(model, quiet)
 }
 
 /// Downloads `model` even if cached, verifies it and installs it atomically.
