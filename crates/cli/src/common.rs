@@ -9,8 +9,8 @@ use specdec_engine::{ChatMessage, ChatTemplate, Model, Tokenizer};
 
 #[derive(Args, Clone, Debug)]
 pub struct ModelArgs {
-    /// A local GGUF file (default: $SPECDEC_MODEL, else SmolLM2-135M-Instruct Q4_1, fetched
-    /// on first use).
+    /// A local GGUF file or a known model's short name (`smollm2-135m`, `gemma-3-270m`:
+    /// fetched on first use); default: $SPECDEC_MODEL, else SmolLM2-135M-Instruct Q4_1.
     #[arg(long)]
     pub model: Option<PathBuf>,
     /// Kernel threads.
@@ -23,6 +23,8 @@ pub struct Loaded {
     pub tokenizer: Arc<Tokenizer>,
     /// The file's template, or ChatML when it has none.
     pub template: Arc<ChatTemplate>,
+    /// Whether the file has its own template.
+    pub has_template: bool,
 }
 
 pub fn model_path(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
@@ -37,6 +39,7 @@ pub fn load(args: &ModelArgs) -> anyhow::Result<Loaded> {
         model: l.model,
         tokenizer: l.meta.tokenizer,
         template: l.meta.template,
+        has_template: l.meta.has_template,
     })
 }
 
@@ -52,6 +55,12 @@ impl Loaded {
     ) -> anyhow::Result<Vec<u32>> {
         if !chat {
             return Ok(self.tokenizer.encode_prompt(prompt)?);
+        }
+        if !self.has_template {
+            eprintln!(
+                "warning: this model has no chat template; --chat wraps the prompt in ChatML, \
+                 which it was not trained on (without --chat the prompt is completed as text)"
+            );
         }
         let mut messages = Vec::new();
         if let Some(s) = system {

@@ -9,8 +9,12 @@ use specdec_runtime::ModelConfig;
 
 #[derive(Subcommand, Debug)]
 pub enum ModelCommand {
-    /// Download, verify and cache the default model (SmolLM2-135M-Instruct Q4_1).
+    /// Download, verify and cache a known model: the default (SmolLM2-135M-Instruct Q4_1,
+    /// `smollm2-135m`) or `gemma-3-270m`.
     Fetch {
+        /// The model's short name.
+        #[arg(default_value = "smollm2-135m")]
+        name: String,
         /// Download again even if cached.
         #[arg(long)]
         force: bool,
@@ -24,8 +28,14 @@ pub enum ModelCommand {
 
 pub fn run(cmd: ModelCommand) -> anyhow::Result<()> {
     match cmd {
-        ModelCommand::Fetch { force } => {
-            let m = &specdec_model_store::DEFAULT_MODEL;
+        ModelCommand::Fetch { name, force } => {
+            let Some(m) = specdec_model_store::by_name(&name) else {
+                let known: Vec<&str> = specdec_model_store::KNOWN_MODELS
+                    .iter()
+                    .map(|m| m.short_name)
+                    .collect();
+                anyhow::bail!("unknown model `{name}` (known: {})", known.join(", "));
+            };
             let path = if force {
                 specdec_model_store::fetch(m, false)?
             } else {

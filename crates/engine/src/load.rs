@@ -17,6 +17,9 @@ pub struct ModelMeta {
     pub tokenizer: Arc<Tokenizer>,
     /// The file's template, or ChatML when it has none.
     pub template: Arc<ChatTemplate>,
+    /// Whether the file has its own template (a base model such as Gemma 3 270M has none:
+    /// `template` is then ChatML, which the model never saw).
+    pub has_template: bool,
 }
 
 fn open(path: &Path) -> Result<GgufFile, EngineError> {
@@ -31,11 +34,17 @@ fn meta(file: &GgufFile, config: ModelConfig, path: &Path) -> Result<ModelMeta, 
         path: path.to_path_buf(),
         source,
     })?;
-    let template = ChatTemplate::from_gguf_or_chatml(file)?;
+    let own = ChatTemplate::from_gguf(file)?;
+    let has_template = own.is_some();
+    let template = match own {
+        Some(t) => t,
+        None => ChatTemplate::from_gguf_or_chatml(file)?,
+    };
     Ok(ModelMeta {
         config,
         tokenizer: Arc::new(tokenizer),
         template: Arc::new(template),
+        has_template,
     })
 }
 

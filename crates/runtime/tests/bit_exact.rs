@@ -1,11 +1,11 @@
-//! Batch invariance of the whole forward on the real model: a node's logits are the same
-//! bits whether it is evaluated alone, in a chain, inside a random tree, or next to another
-//! sequence.
+//! Batch invariance of the whole forward on the real models (SmolLM2, and Gemma 3 when
+//! cached): a node's logits are the same bits whether it is evaluated alone, in a chain,
+//! inside a random tree, or next to another sequence.
 
 use rand::{Rng, SeedableRng};
 mod common;
 
-use common::{bits, model, prefill, prompt, sequential};
+use common::{bits, model_paths, models, prefill, prompt, sequential};
 use specdec_runtime::{Executor, Model, Node, SeqInput, Want};
 use specdec_tree::ancestor_chains;
 
@@ -25,42 +25,94 @@ fn random_tree(rng: &mut impl Rng, n: usize) -> Vec<Node> {
 
 #[test]
 fn tree_nodes_match_decoding_their_branch_one_token_at_a_time() {
-    let m = model();
+    models()
+        .into_iter()
+        .for_each(tree_nodes_match_decoding_their_branch_one_token_at_a_time_on);
+}
+
+fn tree_nodes_match_decoding_their_branch_one_token_at_a_time_on(m: &Model) {
     let mut rng = rand::rngs::StdRng::seed_from_u64(1);
     let p = prompt(&mut rng, 50);
     let base = prefill(m, &p);
     for n in [30, 64] {
         let tree = random_tree(&mut rng, n);
-        let mut seq = base.clone();
-        let out = m
-            .forward(&mut [SeqInput {
-                seq: &mut seq,
-                nodes: &tree,
-                want: Want::All,
-            }])
-            .unwrap();
-        // Check every leaf's branch (covers every node).
-        let is_leaf = |i: usize| !tree.iter().any(|x| x.parent == Some(i as u32));
-        let branches = ancestor_chains(&tree).unwrap();
-        for leaf in (0..n).filter(|&i| is_leaf(i)) {
-            let path = &branches[leaf];
-            let toks: Vec<u32> = path.iter().map(|&j| tree[j].token).collect();
-            let mut s = base.clone();
-            let seq_logits = sequential(m, &mut s, &toks);
-            for (d, &j) in path.iter().enumerate() {
-                assert_eq!(
-                    bits(out[0].get(j).unwrap()),
-                    seq_logits[d],
-                    "tree of {n}: node {j} at depth {d} differs"
-                );
-            }
+        tree_matches_its_branches(m, &base, &tree);
+    }
+}
+
+/// Every node of `tree` after `base` has the logits of decoding its branch one token at a
+/// time.
+fn tree_matches_its_branches(m: &Model, base: &specdec_runtime::Sequence, tree: &[Node]) {
+    let n = tree.len();
+    let mut seq = base.clone();
+    let out = m
+        .forward(&mut [SeqInput {
+            seq: &mut seq,
+            nodes: tree,
+            want: Want::All,
+        }])
+        .unwrap();
+    // Check every leaf's branch (covers every node).
+    let is_leaf = |i: usize| !tree.iter().any(|x| x.parent == Some(i as u32));
+    let branches = ancestor_chains(tree).unwrap();
+    for leaf in (0..n).filter(|&i| is_leaf(i)) {
+        let path = &branches[leaf];
+        let toks: Vec<u32> = path.iter().map(|&j| tree[j].token).collect();
+        let mut s = base.clone();
+        let seq_logits = sequential(m, &mut s, &toks);
+        for (d, &j) in path.iter().enumerate() {
+            assert_eq!(
+                bits(out[0].get(j).unwrap()),
+                seq_logits[d],
+                "tree of {n} after {}: node {j} at depth {d} differs",
+                base.len()
+            );
         }
     }
 }
 
+/// Gemma 3's local layers see the last 512 positions. Rows past the window equal decoding
+/// one token at a time: from one chain longer than the window (the first nodes of a row's
+/// own path fall out of it), and from a tree after a prefix longer than the window (rows of
+/// one attention block whose windows start at different prefix positions).
+#[test]
+fn sliding_window_rows_match_decoding_one_token_at_a_time() {
+    let Some(m) = common::gemma() else { return };
+    let w = m.arch_spec().layers[0]
+        .sliding_window
+        .expect("Gemma 3's first layer is local");
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    let p = prompt(&mut rng, w + 20);
+    let mut seq = m.new_sequence();
+    let out = m
+        .forward(&mut [SeqInput {
+            seq: &mut seq,
+            nodes: &Node::chain(&p),
+            want: Want::All,
+        }])
+        .unwrap();
+    let cut = w - 4;
+    let mut s = prefill(m, &p[..cut]);
+    for (k, want) in sequential(m, &mut s, &p[cut..]).iter().enumerate() {
+        assert_eq!(
+            &bits(out[0].get(cut + k).unwrap()),
+            want,
+            "position {}",
+            cut + k
+        );
+    }
+    let base = prefill(m, &p[..w + 5]);
+    tree_matches_its_branches(m, &base, &random_tree(&mut rng, 30));
+}
+
 #[test]
 fn after_committing_a_path_the_next_forward_matches_sequential() {
-    let m = model();
+    models()
+        .into_iter()
+        .for_each(after_committing_a_path_the_next_forward_matches_sequential_on);
+}
+
+fn after_committing_a_path_the_next_forward_matches_sequential_on(m: &Model) {
     let mut rng = rand::rngs::StdRng::seed_from_u64(2);
     let p = prompt(&mut rng, 40);
     let base = prefill(m, &p);
@@ -87,7 +139,12 @@ fn after_committing_a_path_the_next_forward_matches_sequential() {
 
 #[test]
 fn draft_reject_continue_equals_never_drafting() {
-    let m = model();
+    models()
+        .into_iter()
+        .for_each(draft_reject_continue_equals_never_drafting_on);
+}
+
+fn draft_reject_continue_equals_never_drafting_on(m: &Model) {
     let mut rng = rand::rngs::StdRng::seed_from_u64(3);
     let p = prompt(&mut rng, 30);
     let cont = prompt(&mut rng, 5);
@@ -116,7 +173,12 @@ fn draft_reject_continue_equals_never_drafting() {
 
 #[test]
 fn two_sequences_in_one_batch_equal_each_alone() {
-    let m = model();
+    models()
+        .into_iter()
+        .for_each(two_sequences_in_one_batch_equal_each_alone_on);
+}
+
+fn two_sequences_in_one_batch_equal_each_alone_on(m: &Model) {
     let mut rng = rand::rngs::StdRng::seed_from_u64(4);
     let (pa, pb) = (prompt(&mut rng, 20), prompt(&mut rng, 33));
     let (ta, tb) = (random_tree(&mut rng, 9), random_tree(&mut rng, 17));
@@ -166,11 +228,16 @@ fn two_sequences_in_one_batch_equal_each_alone() {
 
 #[test]
 fn one_and_two_threads_and_every_isa_give_the_same_logits() {
-    let path = specdec_model_store::resolve(None, true).unwrap();
+    model_paths()
+        .iter()
+        .for_each(|p| one_and_two_threads_and_every_isa_give_the_same_logits_on(p));
+}
+
+fn one_and_two_threads_and_every_isa_give_the_same_logits_on(path: &std::path::Path) {
     let mut rng = rand::rngs::StdRng::seed_from_u64(5);
     let p = prompt(&mut rng, 12);
     let run = |exec: Executor| {
-        let m = Model::load_with(&path, exec).unwrap();
+        let m = Model::load_with(path, exec).unwrap();
         let mut seq = m.new_sequence();
         let nodes = Node::chain(&p);
         let out = m
@@ -194,7 +261,12 @@ fn one_and_two_threads_and_every_isa_give_the_same_logits() {
 
 #[test]
 fn context_overflow_and_bad_trees_are_errors() {
-    let m = model();
+    models()
+        .into_iter()
+        .for_each(context_overflow_and_bad_trees_are_errors_on);
+}
+
+fn context_overflow_and_bad_trees_are_errors_on(m: &Model) {
     let mut seq = m.new_sequence();
     let too_long = vec![5u32; m.config().context_length + 1];
     let nodes = Node::chain(&too_long);
@@ -232,7 +304,12 @@ fn context_overflow_and_bad_trees_are_errors() {
 
 #[test]
 fn a_prefix_copy_continues_exactly_like_the_original() {
-    let m = model();
+    models()
+        .into_iter()
+        .for_each(a_prefix_copy_continues_exactly_like_the_original_on);
+}
+
+fn a_prefix_copy_continues_exactly_like_the_original_on(m: &Model) {
     let mut rng = rand::rngs::StdRng::seed_from_u64(21);
     let shared = prompt(&mut rng, 37);
     let rest = prompt(&mut rng, 6);

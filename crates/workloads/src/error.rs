@@ -111,6 +111,15 @@ impl From<specdec_model_store::ModelStoreError> for WorkloadError {
                 path,
                 source: std::io::ErrorKind::NotFound.into(),
             },
+            M::Size {
+                path,
+                expected,
+                actual,
+            } => WorkloadError::Checksum {
+                path,
+                expected: format!("{expected} bytes"),
+                actual: format!("{actual} bytes"),
+            },
             M::NotAFile { path, what } => WorkloadError::Io {
                 what: "not a regular file",
                 source: std::io::Error::other(format!("{} is a {what}", path.display())),

@@ -12,19 +12,51 @@ pub struct Fixture {
     pub model: Model,
     pub tokenizer: Tokenizer,
     pub template: ChatTemplate,
+    /// Whether the file has its own chat template (`template` is ChatML otherwise).
+    pub has_template: bool,
+}
+
+fn load(path: &std::path::Path) -> Fixture {
+    let file = GgufFile::open(path).unwrap();
+    Fixture {
+        tokenizer: Tokenizer::from_gguf(&file).unwrap(),
+        template: ChatTemplate::from_gguf_or_chatml(&file).unwrap(),
+        has_template: ChatTemplate::from_gguf(&file).unwrap().is_some(),
+        model: Model::from_gguf(&file, Executor::new(2)).unwrap(),
+    }
 }
 
 pub fn fixture() -> &'static Fixture {
     static F: OnceLock<Fixture> = OnceLock::new();
+    F.get_or_init(|| load(&specdec_model_store::resolve(None, true).expect("default model")))
+}
+
+/// Gemma 3 270M if it is cached (suites skip it, saying so, when it is not).
+pub fn gemma_fixture() -> Option<&'static Fixture> {
+    static F: OnceLock<Option<Fixture>> = OnceLock::new();
     F.get_or_init(|| {
-        let path = specdec_model_store::resolve(None, true).expect("default model");
-        let file = GgufFile::open(path).unwrap();
-        Fixture {
-            tokenizer: Tokenizer::from_gguf(&file).unwrap(),
-            template: ChatTemplate::from_gguf_or_chatml(&file).unwrap(),
-            model: Model::from_gguf(&file, Executor::new(2)).unwrap(),
-        }
+        let Some(path) = specdec_model_store::cached(&specdec_model_store::GEMMA3_270M) else {
+            eprintln!("skipping Gemma 3: not cached (`specdec model fetch gemma-3-270m`)");
+            return None;
+        };
+        Some(load(&path))
     })
+    .as_ref()
+}
+
+/// The real models a suite runs on: the default model, and Gemma 3 when cached.
+pub fn fixtures() -> Vec<&'static Fixture> {
+    std::iter::once(fixture()).chain(gemma_fixture()).collect()
+}
+
+/// Prompt tokens for `user`: a one-turn chat through the file's template, or, for a model
+/// without one (Gemma 3 base), the text itself as a completion prompt.
+pub fn prompt(f: &Fixture, user: &str) -> Vec<u32> {
+    if f.has_template {
+        chat(f, user)
+    } else {
+        f.tokenizer.encode_prompt(user).unwrap()
+    }
 }
 
 /// Prompt tokens of a one-turn chat.

@@ -114,13 +114,21 @@ impl Model {
         let (hd, kvd, qd) = (cfg.head_dim, cfg.kv_dim(), cfg.q_dim());
         let group = cfg.n_heads / cfg.n_kv_heads;
         let gw = group * hd;
-        let scale = 1.0 / (hd as f32).sqrt();
+        let scale = self
+            .spec
+            .attention_scale
+            .unwrap_or(1.0 / (hd as f32).sqrt());
         let base = seq.len();
         let bs = seq.key_block_stride();
         let tail = seq.tail_run(layer, g);
         let n = block.len();
         let m = n * group;
         let path_of = |i: usize| &paths[block.start + i];
+        // A local layer's row at position p sees positions q with p - q < window: from
+        // `lo_of(i)` on (a row's position is base + its path's length - 1).
+        let window = self.spec.layers[layer].sliding_window;
+        let lo_of = |i: usize| window.map_or(0, |w| (base + path_of(i).len()).saturating_sub(w));
+        let block_lo = (0..n).map(lo_of).min().unwrap_or(0);
         let Scratch {
             scores,
             qs,
@@ -138,7 +146,8 @@ impl Model {
         // keeps the scores of its own path, compacted after the prefix.
         let stride = base + nodes;
         scores.resize(m * stride, 0.0);
-        for run in seq.runs(layer, g).take_while(|r| r.start < stride) {
+        let runs = seq.runs(layer, g).take_while(|r| r.start < stride);
+        for run in runs.filter(|r| r.end.min(stride) > block_lo) {
             let keys = run.end.min(stride) - run.start;
             ops.dot_t(qs, m, hd, run.k, bs, keys, &mut scores[run.start..], stride);
         }
@@ -151,10 +160,17 @@ impl Model {
                 for (pi, &p) in path.iter().enumerate() {
                     row[base + pi] = row[base + p];
                 }
-                let row = &mut row[..base + path.len()];
-                row.iter_mut().for_each(|x| *x *= scale);
-                let max = row.iter().fold(f32::NEG_INFINITY, |a, &x| a.max(x));
-                inv.push(1.0 / ops.exp_sum(row, max));
+                // The compacted row holds positions 0..=p in order; the softmax runs over
+                // the visible ones, so its sums see what decoding the row alone sees.
+                let lo = lo_of(i);
+                let visible = &mut row[lo..base + path.len()];
+                visible.iter_mut().for_each(|x| *x *= scale);
+                let max = visible.iter().fold(f32::NEG_INFINITY, |a, &x| a.max(x));
+                inv.push(1.0 / ops.exp_sum(visible, max));
+                // Prefix positions before the window that the block's value pass reads
+                // weigh 0: adding 0·v leaves a sum's bits unchanged (sums start at +0.0,
+                // so never hold -0.0), as if the row's pass had started at its window.
+                row[block_lo.min(base)..lo.min(base)].fill(0.0);
             }
         }
         acc.clear();
@@ -162,25 +178,32 @@ impl Model {
         // The prefix's values segment by segment: the sums run over keys in order, each
         // segment continuing the accumulators the last one left, as one pass would.
         for run in seq.runs(layer, g).take_while(|r| r.start < base) {
-            let keys = run.end.min(base) - run.start;
-            ops.weighted_sum(&scores[run.start..], stride, m, run.v, hd, keys, acc, hd);
+            let start = run.start.max(block_lo);
+            let end = run.end.min(base);
+            if start >= end {
+                continue;
+            }
+            let v = &run.v[(start - run.start) * hd..];
+            ops.weighted_sum(&scores[start..], stride, m, v, hd, end - start, acc, hd);
         }
         // Each row's own path: its value rows gathered, then the same in-order sums.
         for i in 0..n {
             // Never empty: a path ends at its node.
+            // Its first `skip` path nodes lie before its window (a path longer than it).
             let path = path_of(i);
+            let skip = lo_of(i).saturating_sub(base);
             pv.clear();
-            for &p in path {
+            for &p in &path[skip..] {
                 pv.extend_from_slice(&tail.v[(base + p - tail.start) * hd..][..hd]);
             }
             let r0 = i * group;
             ops.weighted_sum(
-                &scores[r0 * stride + base..],
+                &scores[r0 * stride + base + skip..],
                 stride,
                 group,
                 pv,
                 hd,
-                path.len(),
+                path.len() - skip,
                 &mut acc[r0 * hd..(r0 + group) * hd],
                 hd,
             );

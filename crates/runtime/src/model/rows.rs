@@ -7,6 +7,9 @@ use super::Model;
 use crate::arch::Activation;
 use crate::{ops, RuntimeError};
 
+/// One row's gated activation: `(gate, up, out)`.
+type GatedFn<'a> = dyn Fn(&[f32], &[f32], &mut [f32]) + Sync + 'a;
+
 impl Model {
     /// The gated activation of every row: `act(gate) * up`, each row's `gate_up` holding
     /// gate then up.
@@ -16,10 +19,12 @@ impl Model {
         gate_up: &[f32],
         act: &mut [f32],
     ) -> Result<(), RuntimeError> {
+        let ops = self.exec.vec_ops();
         match activation {
-            Activation::Silu => self.swiglu_rows(gate_up, act),
-            // Refused at load (`ArchSpec::check_supported`).
-            other => Err(RuntimeError::Unsupported(format!("activation {other:?}"))),
+            Activation::Silu => self.gated_rows_with(gate_up, act, &|g, u, o| ops.swiglu(g, u, o)),
+            Activation::GeluTanh => {
+                self.gated_rows_with(gate_up, act, &|g, u, o| ops.geglu(g, u, o))
+            }
         }
     }
 
@@ -42,14 +47,19 @@ impl Model {
         x.iter_mut().zip(y).for_each(|(x, p)| *x += p);
     }
 
-    /// SwiGLU of every row, rows spread over the kernel threads (a few rows are not worth
-    /// a dispatch).
-    fn swiglu_rows(&self, gate_up: &[f32], act: &mut [f32]) -> Result<(), RuntimeError> {
+    /// `gated(gate, up, out)` of every row, rows spread over the kernel threads (a few
+    /// rows are not worth a dispatch); each row is computed alone, so alike whatever the
+    /// batch or thread count.
+    fn gated_rows_with(
+        &self,
+        gate_up: &[f32],
+        act: &mut [f32],
+        gated: &GatedFn<'_>,
+    ) -> Result<(), RuntimeError> {
         let f = self.config.ffn;
-        let ops = self.exec.vec_ops();
         let row = |r: usize, out: &mut [f32]| {
             let gu = &gate_up[r * 2 * f..(r + 1) * 2 * f];
-            ops.swiglu(&gu[..f], &gu[f..], out);
+            gated(&gu[..f], &gu[f..], out);
         };
         let n = act.len() / f;
         if n < 4 {

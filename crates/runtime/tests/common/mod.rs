@@ -15,6 +15,35 @@ pub fn model() -> &'static Model {
     })
 }
 
+/// Gemma 3 270M if it is cached (its suites are skipped, saying so, when it is not: CI
+/// fetches it, `specdec model fetch gemma-3-270m` does by hand).
+pub fn gemma() -> Option<&'static Model> {
+    static M: OnceLock<Option<Model>> = OnceLock::new();
+    M.get_or_init(|| {
+        let Some(path) = specdec_model_store::cached(&specdec_model_store::GEMMA3_270M) else {
+            eprintln!("skipping Gemma 3: not cached (`specdec model fetch gemma-3-270m`)");
+            return None;
+        };
+        Some(Model::load_with(path, Executor::new(2)).expect("Gemma 3 loads"))
+    })
+    .as_ref()
+}
+
+/// The real models a suite runs on: the default model, and Gemma 3 when cached.
+pub fn models() -> Vec<&'static Model> {
+    std::iter::once(model()).chain(gemma()).collect()
+}
+
+/// The files of [`models`].
+pub fn model_paths() -> Vec<std::path::PathBuf> {
+    let default = specdec_model_store::resolve(None, true).expect("default model");
+    std::iter::once(default)
+        .chain(specdec_model_store::cached(
+            &specdec_model_store::GEMMA3_270M,
+        ))
+        .collect()
+}
+
 pub fn bits(v: &[f32]) -> Vec<u32> {
     v.iter().map(|x| x.to_bits()).collect()
 }

@@ -174,6 +174,27 @@ impl VecOps {
     }
 }
 
+/// `2·√(2/π)`: tanh-GELU's `0.5·x·(1 + tanh(u))` is `x / (1 + exp(-2u))`.
+const GELU_2C: f32 = 1.595_769_2;
+const GELU_K: f32 = 0.044_715;
+
+impl VecOps {
+    /// GeGLU with tanh-GELU: `out[i] = gelu(gate[i]) * up[i]`, where
+    /// `gelu(x) = 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))`, computed as
+    /// `x / (1 + exp(-2√(2/π)·(x + 0.044715·x·x·x)))` with the same exponential as
+    /// `exp_sum` (its clamp keeps both tails finite: `x / huge` is 0 far left, and
+    /// `x / 1` far right).
+    pub fn geglu(&self, gate: &[f32], up: &[f32], out: &mut [f32]) {
+        let n = gate.len().min(up.len()).min(out.len());
+        match self.isa {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: an executor only holds an Isa that `is_available()` confirmed.
+            Isa::Avx512Vnni => unsafe { x86::geglu_avx512(&gate[..n], &up[..n], &mut out[..n]) },
+            _ => geglu_scalar(&gate[..n], &up[..n], &mut out[..n]),
+        }
+    }
+}
+
 fn fold(mut lanes: [f32; LANES]) -> f32 {
     let mut w = LANES / 2;
     while w > 0 {
@@ -257,6 +278,17 @@ pub(crate) fn dot_t_one(q: &[f32], kt: &[f32], block_stride: usize, s: usize) ->
 fn swiglu_scalar(gate: &[f32], up: &[f32], out: &mut [f32]) {
     for ((o, &g), &u) in out.iter_mut().zip(gate).zip(up) {
         *o = g / (1.0 + exp_scalar(-g)) * u;
+    }
+}
+
+#[inline(always)]
+fn gelu_arg(x: f32) -> f32 {
+    -(GELU_2C * (x + GELU_K * (x * x * x)))
+}
+
+fn geglu_scalar(gate: &[f32], up: &[f32], out: &mut [f32]) {
+    for ((o, &g), &u) in out.iter_mut().zip(gate).zip(up) {
+        *o = g / (1.0 + exp_scalar(gelu_arg(g))) * u;
     }
 }
 

@@ -1,5 +1,27 @@
 use super::*;
 
+fn bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+#[test]
+fn gelu_tails_and_zero_are_exact_enough_and_finite() {
+    let g = [-1e30f32, -200.0, -20.0, -0.0, 0.0, 1e-30, 20.0, 200.0, 1e30];
+    let u = [1f32; 9];
+    for isa in Isa::available() {
+        let mut o = [0f32; 9];
+        VecOps::new(isa).geglu(&g, &u, &mut o);
+        assert!(o.iter().all(|v| v.is_finite()), "{}: {o:?}", isa.name());
+        // Far left the clamped exponential leaves a tiny negative, not the exact 0.
+        assert!(
+            o[..5].iter().all(|v| v.abs() < 1e-8),
+            "{}: {o:?}",
+            isa.name()
+        );
+        assert_eq!(&o[6..], &g[6..], "{}", isa.name());
+    }
+}
+
 #[test]
 fn every_isa_gives_the_scalar_bits() {
     let mut s = 1u32;
@@ -97,6 +119,24 @@ fn every_isa_gives_the_scalar_bits() {
             let mut o = vec![0f32; n];
             VecOps::new(isa).swiglu(&g, &u, &mut o);
             assert_eq!(o, want_s, "{} n={n}", isa.name());
+        }
+        let mut want_g = vec![0f32; n];
+        geglu_scalar(&g, &u, &mut want_g);
+        for (i, &w) in want_g.iter().enumerate() {
+            let x = g[i] as f64;
+            let c = (2.0 / std::f64::consts::PI).sqrt();
+            // 0.5·x·(1 + tanh(v)) = x / (1 + exp(-2v)), without 1 + tanh's cancellation.
+            let exact = x / (1.0 + (-2.0 * c * (x + 0.044715 * x * x * x)).exp()) * u[i] as f64;
+            assert!(
+                (w as f64 - exact).abs() <= 2e-5 * exact.abs() + 1e-30,
+                "gelu({x}) * {}: {w} vs {exact}",
+                u[i]
+            );
+        }
+        for isa in Isa::available() {
+            let mut o = vec![0f32; n];
+            VecOps::new(isa).geglu(&g, &u, &mut o);
+            assert_eq!(bits(&o), bits(&want_g), "{} n={n}", isa.name());
         }
         let rows: Vec<f32> = (0..n * 5 + 3).map(|_| rnd()).collect();
         let w: Vec<f32> = (0..5).map(|_| rnd()).collect();

@@ -72,6 +72,31 @@ pub unsafe fn swiglu_avx512(gate: &[f32], up: &[f32], out: &mut [f32]) {
 }
 
 /// # Safety
+/// The CPU must support AVX-512F; the three slices have equal lengths.
+#[target_feature(enable = "avx512f")]
+pub unsafe fn geglu_avx512(gate: &[f32], up: &[f32], out: &mut [f32]) {
+    let n = gate.len();
+    let c = |v: f32| _mm512_set1_ps(v);
+    let mut i = 0;
+    while i < n {
+        let m = tail_mask(n - i);
+        // SAFETY: masked loads and store touch only the valid elements.
+        unsafe {
+            let g = _mm512_maskz_loadu_ps(m, gate.as_ptr().add(i));
+            let u = _mm512_maskz_loadu_ps(m, up.as_ptr().add(i));
+            // The scalar `gelu_arg`, operation for operation (no fused multiply-adds).
+            let cube = _mm512_mul_ps(_mm512_mul_ps(g, g), g);
+            let inner = _mm512_add_ps(g, _mm512_mul_ps(c(super::GELU_K), cube));
+            let t = _mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(c(super::GELU_2C), inner));
+            let e = exp16(t);
+            let y = _mm512_mul_ps(_mm512_div_ps(g, _mm512_add_ps(c(1.0), e)), u);
+            _mm512_mask_storeu_ps(out.as_mut_ptr().add(i), m, y);
+        }
+        i += 16;
+    }
+}
+
+/// # Safety
 /// The CPU must support AVX-512F.
 #[target_feature(enable = "avx512f")]
 pub unsafe fn exp_sum_avx512(x: &mut [f32], max: f32) -> f32 {
