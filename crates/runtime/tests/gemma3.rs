@@ -50,6 +50,75 @@ fn norms_as_stored_give_the_passage_a_low_nll() {
     assert!(nll < 3.8, "passage NLL {nll}");
 }
 
+/// llama.cpp's perplexity of the passage on the same file: `llama-perplexity -m
+/// gemma-3-270m-q4_k_m.gguf -f data/passage.txt -c 128 -t 2` (llama.cpp as vendored by
+/// llama-cpp-python 0.3.36, built outside the repo). It cuts the tokens into chunks of
+/// `-c` tokens, each opening with BOS, and scores each chunk's second half.
+const LLAMA_CPP_N_CTX: usize = 128;
+const LLAMA_CPP_PPL: f64 = 20.8201;
+
+/// Ours over the same tokens must be within 1% of llama.cpp's in NLL.
+#[test]
+fn passage_perplexity_agrees_with_llama_cpp() {
+    let Some(m) = common::gemma() else { return };
+    let text = include_str!("../../../data/passage.txt");
+    agrees_with_llama_cpp(m, text, LLAMA_CPP_N_CTX, LLAMA_CPP_PPL);
+}
+
+/// The same past the 512-token window of the local layers, on a text and a llama.cpp
+/// perplexity given by hand (the passage is too short): `SPECDEC_PPL_TEXT=FILE
+/// SPECDEC_PPL_REF=PPL SPECDEC_PPL_CTX=1024 cargo test --release -p specdec-runtime --test
+/// gemma3 -- --ignored`, PPL from `llama-perplexity -f FILE -c 1024`.
+#[test]
+#[ignore = "needs a text and llama.cpp's perplexity of it"]
+fn long_text_perplexity_agrees_with_llama_cpp() {
+    let Some(m) = common::gemma() else { return };
+    let var = |k: &str| std::env::var(k).unwrap_or_else(|_| panic!("set {k}"));
+    let text = std::fs::read_to_string(var("SPECDEC_PPL_TEXT")).unwrap();
+    let ppl: f64 = var("SPECDEC_PPL_REF").parse().unwrap();
+    let n_ctx: usize = var("SPECDEC_PPL_CTX").parse().unwrap();
+    agrees_with_llama_cpp(m, &text, n_ctx, ppl);
+}
+
+/// llama-perplexity's measure: chunks of `n_ctx` tokens, each opening with BOS, each
+/// scored on its second half.
+fn agrees_with_llama_cpp(m: &specdec_runtime::Model, text: &str, n_ctx: usize, ppl_ref: f64) {
+    let path = specdec_model_store::cached(&specdec_model_store::GEMMA3_270M).unwrap();
+    let file = specdec_gguf::GgufFile::open(&path).unwrap();
+    let tok = specdec_tokenizer::Tokenizer::from_gguf(&file).unwrap();
+    let bos = tok.bos_id().expect("Gemma has a BOS token");
+    let tokens = tok.encode_prompt(text).unwrap();
+    let chunks = tokens.len() / n_ctx;
+    assert!(chunks >= 1, "{} tokens", tokens.len());
+    let (mut nll, mut scored) = (0f64, 0usize);
+    for c in 0..chunks {
+        let mut chunk = tokens[c * n_ctx..(c + 1) * n_ctx].to_vec();
+        chunk[0] = bos;
+        let mut seq = m.new_sequence();
+        let out = m
+            .forward(&mut [SeqInput {
+                seq: &mut seq,
+                nodes: &Node::chain(&chunk),
+                want: Want::All,
+            }])
+            .unwrap();
+        for j in n_ctx / 2..n_ctx - 1 {
+            nll -= log_softmax_at(out[0].row(j), chunk[j + 1] as usize);
+            scored += 1;
+        }
+    }
+    let nll = nll / scored as f64;
+    let nll_ref = ppl_ref.ln();
+    println!(
+        "Gemma 3 270M, {chunks} chunks of {n_ctx}: NLL ours {nll:.4} (ppl {:.3}), llama.cpp {nll_ref:.4} (ppl {ppl_ref:.3})",
+        nll.exp()
+    );
+    assert!(
+        ((nll - nll_ref) / nll_ref).abs() < 0.01,
+        "NLL ours {nll} vs llama.cpp {nll_ref}"
+    );
+}
+
 #[test]
 fn the_description_is_gemma_3s() {
     let Some(m) = common::gemma() else { return };

@@ -64,7 +64,10 @@ pub(crate) fn read(isa: Isa, words: &[u64]) -> u64 {
 fn portable_read(words: &[u64]) -> u64 {
     let mut s = [0u64; 8];
     let chunks = words.chunks_exact(8);
-    let tail = chunks.remainder().iter().fold(0, |a: u64, &b| a.wrapping_add(b));
+    let tail = chunks
+        .remainder()
+        .iter()
+        .fold(0, |a: u64, &b| a.wrapping_add(b));
     for c in chunks {
         for j in 0..8 {
             s[j] = s[j].wrapping_add(c[j]);
