@@ -17,24 +17,14 @@ use super::tree::BeamTree;
 use super::{BeamOptions, BeamOutput, Catalogue, DraftScoring};
 use crate::EngineError;
 
+mod choice;
+mod prefill;
+
+pub use prefill::Prefilled;
+
 /// A draft forward's cost relative to a target forward's of as many rows, for the
 /// modeled costs of a runner that ignores timings.
 const DRAFT_SHARE: f64 = 0.3;
-
-/// Prompts prefilled on the target (and the draft): each search forks them.
-pub struct Prefilled {
-    prompts: Vec<Vec<u32>>,
-    target: Vec<Side>,
-    target_ms: f64,
-    draft: Option<(Vec<Side>, f64)>,
-}
-
-impl Prefilled {
-    /// Milliseconds the prefill took on the target, and on the draft when it ran there.
-    pub fn ms(&self) -> (f64, Option<f64>) {
-        (self.target_ms, self.draft.as_ref().map(|d| d.1))
-    }
-}
 
 /// Runs constrained beam searches on a target (and a draft, to speculate), learning the
 /// forward costs and the draft's acceptance across the searches it runs.
@@ -115,63 +105,6 @@ impl<'a> BeamRunner<'a> {
         self.check(cat, prompts, opts)?;
         let pre = self.prefill(prompts, opts.draft.is_some())?;
         self.search(cat, &pre, opts)
-    }
-
-    /// Every prompt through the target, and through the draft too with `draft`, in one
-    /// forward each: what [`run_prefilled`](Self::run_prefilled) searches from, as often
-    /// as asked (an evaluation compares modes from one prefill).
-    pub fn prefill(&mut self, prompts: &[Vec<u32>], draft: bool) -> Result<Prefilled, EngineError> {
-        if prompts.iter().any(|p| p.is_empty()) {
-            return Err(EngineError::InvalidRequest(
-                "a prompt needs at least one token".into(),
-            ));
-        }
-        let started = Instant::now();
-        let target = prefill_on(self.target, prompts, false)?;
-        let target_ms = started.elapsed().as_secs_f64() * 1e3;
-        let drafted = match (draft, self.draft) {
-            (true, Some(d)) => Some(self.prefill_draft_sides(d, prompts)?),
-            (true, None) => {
-                return Err(EngineError::InvalidRequest(
-                    "speculative beam search needs a draft model".into(),
-                ))
-            }
-            (false, _) => None,
-        };
-        Ok(Prefilled {
-            prompts: prompts.to_vec(),
-            target,
-            target_ms,
-            draft: drafted,
-        })
-    }
-
-    /// `pre`'s target caches with this runner's draft prefilled beside them, so one
-    /// target prefill serves runners that speculate with different drafts.
-    pub fn prefill_draft(&mut self, pre: &Prefilled) -> Result<Prefilled, EngineError> {
-        let d = self.draft.ok_or_else(|| {
-            EngineError::InvalidRequest("speculative beam search needs a draft model".into())
-        })?;
-        Ok(Prefilled {
-            prompts: pre.prompts.clone(),
-            target: pre.target.clone(),
-            target_ms: pre.target_ms,
-            draft: Some(self.prefill_draft_sides(d, &pre.prompts)?),
-        })
-    }
-
-    /// The prompts prefilled on the draft, and the milliseconds it took.
-    fn prefill_draft_sides(
-        &self,
-        draft: &dyn Target,
-        prompts: &[Vec<u32>],
-    ) -> Result<(Vec<Side>, f64), EngineError> {
-        let started = Instant::now();
-        // A catalogue-scored draft's next row needs the catalogue, which a prefill does
-        // not know: its prompts' last tokens wait for the first draft step.
-        let hold = self.draft_scoring == DraftScoring::Catalogue;
-        let sides = prefill_on(draft, prompts, hold)?;
-        Ok((sides, started.elapsed().as_secs_f64() * 1e3))
     }
 
     /// Searches from prefilled prompts (their caches are forked, so `pre` can serve again).
@@ -439,108 +372,6 @@ impl<'a> BeamRunner<'a> {
         }
         Ok(())
     }
-
-    /// A search's plan, kept for all its rounds: none without a draft, the bounds when
-    /// the plan is fixed, else what its chooser measured best over whole searches.
-    fn plan(&mut self, opts: &BeamOptions) -> Plan {
-        let Some(d) = opts.draft.as_ref() else {
-            return Plan::NONE;
-        };
-        if !d.adaptive {
-            return Plan {
-                beams: d.max_beams,
-                steps: d.max_steps,
-                forced_after_draft: opts.max_forced_after_draft,
-            };
-        }
-        let forced = if opts.jump_forward {
-            opts.max_forced_after_draft
-        } else {
-            0
-        };
-        self.choosers
-            .entry(key(d, opts))
-            .or_insert_with(|| PlanChooser::new(d.max_beams, d.max_steps, forced))
-            .choose()
-    }
-
-    /// Which chooser serves `search`, when its plan is chosen.
-    fn chooser_key(search: &Search) -> Option<(usize, usize, usize)> {
-        let d = search.opts.draft.as_ref().filter(|d| d.adaptive)?;
-        Some(key(d, &search.opts))
-    }
-
-    /// What a drafting search's round over `trees` (`rows` rows) would cost per beam step
-    /// at best, when that is more than the best other plan measured: the forward as the
-    /// cost curve prices it, over the most steps the round could take. A step needs
-    /// logits for each beam it keeps, so the round goes no deeper than the tree holds K
-    /// nodes at every depth (the live beams, when fewer remain). A fixed plan is never
-    /// priced.
-    fn priced_out(&self, search: &Search, trees: &[BeamTree], rows: usize) -> Option<f64> {
-        if search.plan.steps == 0 {
-            return None;
-        }
-        let best = Self::chooser_key(search)
-            .and_then(|k| self.choosers.get(&k))
-            .and_then(|c| c.best_other(search.chosen))?;
-        let forward = if self.modeled {
-            self.target_cost.estimate(rows.max(1), 1.0)
-        } else {
-            self.target_cost.ms(rows)?
-        };
-        let need = if search.stats.rounds == 0 {
-            search.opts.k
-        } else {
-            search.opts.k.min(search.live.len())
-        };
-        let mut counts = Vec::new();
-        for (beam, tree) in search.live.iter().zip(trees) {
-            let ahead = if beam.target.pending.is_empty() {
-                beam.target.extra.len()
-            } else {
-                0
-            };
-            tree.depth_counts(ahead, &mut counts);
-        }
-        let deep = (1..counts.len())
-            .take_while(|&j| counts[j] >= need.max(1))
-            .count();
-        let price = forward / (deep + 1) as f64;
-        (price > best).then_some(price)
-    }
-
-    /// Searches whose drafting has cost too much so far go on without drafting (the
-    /// result is the same: every round is exact whatever its plan).
-    fn cut_dear_drafts(&self, active: &mut [&mut Search]) {
-        for s in active.iter_mut() {
-            // A plan is judged after two rounds at least: forced tokens computed ahead in
-            // the first make the next one cheap.
-            if s.plan.steps == 0 || s.is_done() || s.stats.rounds < MIN_ROUNDS_BEFORE_CUT {
-                continue;
-            }
-            let dear = Self::chooser_key(s)
-                .and_then(|k| self.choosers.get(&k))
-                .is_some_and(|c| c.over_budget(s.chosen, s.cost, s.stats.steps));
-            if dear {
-                s.plan = Plan::NONE;
-                s.stats.draft_cut = true;
-            }
-        }
-    }
-
-    /// What a finished search's chosen plan cost it per beam step (all its rounds, those
-    /// after a cut included).
-    fn observe(&mut self, search: &Search) {
-        if let Some(c) = Self::chooser_key(search).and_then(|k| self.choosers.get_mut(&k)) {
-            if let Some(price) = search.priced {
-                return c.observe_priced(search.chosen, price);
-            }
-            c.observe(
-                search.chosen,
-                search.cost / search.stats.steps.max(1) as f64,
-            );
-        }
-    }
 }
 
 /// Every live beam's share of a search's forward: its pending tokens, what `drafted`
@@ -566,70 +397,4 @@ fn beam_trees(
 
 fn rows_of(trees: &[BeamTree]) -> usize {
     trees.iter().map(|t| t.nodes.len()).sum()
-}
-
-/// Rounds a drafting search runs before its cost may stop its drafting.
-const MIN_ROUNDS_BEFORE_CUT: usize = 2;
-
-/// Which chooser serves a search: the bounds its plans are made of.
-fn key(d: &super::DraftPlan, opts: &BeamOptions) -> (usize, usize, usize) {
-    (d.max_beams, d.max_steps, opts.max_forced_after_draft)
-}
-
-/// Prefills each prompt as one chain on `model`; each side's cache holds its prompt and
-/// the next token's logits are known, or with `hold_last` the cache holds all but the
-/// last token, left pending (no logits computed). (Not timed: a prefill's cost says
-/// nothing about a round's.)
-fn prefill_on(
-    model: &dyn Target,
-    prompts: &[Vec<u32>],
-    hold_last: bool,
-) -> Result<Vec<Side>, EngineError> {
-    let mut seqs: Vec<_> = prompts.iter().map(|_| model.new_sequence()).collect();
-    let held = usize::from(hold_last);
-    let chains: Vec<Vec<Node>> = prompts
-        .iter()
-        .map(|p| Node::chain(&p[..p.len() - held]))
-        .collect();
-    let want = if hold_last { Want::None } else { Want::Last };
-    let logits = {
-        // (Only a held one-token prompt has no chain: nothing to run for it.)
-        let mut inputs: Vec<SeqInput<'_>> = seqs
-            .iter_mut()
-            .zip(&chains)
-            .filter(|(_, nodes)| !nodes.is_empty())
-            .map(|(seq, nodes)| SeqInput {
-                seq,
-                nodes,
-                want: want.clone(),
-            })
-            .collect();
-        if inputs.is_empty() {
-            Vec::new()
-        } else {
-            model.forward(&mut inputs)?
-        }
-    };
-    if hold_last {
-        return seqs
-            .into_iter()
-            .zip(prompts)
-            .map(|(mut seq, p)| {
-                if p.len() > 1 {
-                    seq.commit_all()?;
-                }
-                Ok(Side::new(seq, vec![p[p.len() - 1]]))
-            })
-            .collect();
-    }
-    seqs.into_iter()
-        .zip(logits)
-        .zip(prompts)
-        .map(|((mut seq, l), p)| {
-            seq.commit_all()?;
-            let mut side = Side::new(seq, Vec::new());
-            side.ahead.push_back(Row::new(&l, p.len() - 1));
-            Ok(side)
-        })
-        .collect()
 }
