@@ -204,7 +204,7 @@ impl<'m> Engine<'m> {
         let timed = steps
             .iter()
             .flatten()
-            .all(|s| matches!(s.want(), Want::All));
+            .all(|s| matches!(s.want(), Want::All | Want::Argmax));
         let t0 = Instant::now();
         let mut inputs: Vec<SeqInput<'_>> = batch
             .iter_mut()

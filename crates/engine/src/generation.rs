@@ -91,23 +91,25 @@ pub(crate) enum StepInput {
     /// The next chunk of the prompt (all but its last token) goes into the cache.
     Prefill(Vec<Node>),
     /// The step's rooted tree, forwarded and verified as it is: node 0 is the pending
-    /// token, the drafted nodes hang below it.
-    Decode(TokenTree),
+    /// token, the drafted nodes hang below it. With the logits its verification needs:
+    /// every node's, or their argmaxes only (strict greedy, no penalty).
+    Decode(TokenTree, Want),
 }
 
 impl StepInput {
     pub(crate) fn nodes(&self) -> &[Node] {
         match self {
             StepInput::Prefill(nodes) => nodes,
-            StepInput::Decode(tree) => tree.nodes(),
+            StepInput::Decode(tree, _) => tree.nodes(),
         }
     }
 
-    /// Which logits the step needs: every node's to verify a tree, none for prefill.
+    /// Which logits the step needs: every node's (or their argmaxes) to verify a tree,
+    /// none for prefill.
     pub(crate) fn want(&self) -> Want {
         match self {
             StepInput::Prefill(_) => Want::None,
-            StepInput::Decode(_) => Want::All,
+            StepInput::Decode(_, want) => want.clone(),
         }
     }
 }
@@ -284,7 +286,17 @@ impl<'a> Generation<'a> {
         // An undrafted tree is kept as it is and counted as a plain row.
         let tree = self.policy.trim(tree, cap, self.seq.len(), cost, load);
         self.stats.draft_time += t0.elapsed();
-        Some(StepInput::Decode(tree))
+        let want = if self
+            .req
+            .speculation
+            .acceptance
+            .argmax_suffices(&self.req.sampling)
+        {
+            Want::Argmax
+        } else {
+            Want::All
+        };
+        Some(StepInput::Decode(tree, want))
     }
 
     pub(crate) fn seq_mut(&mut self) -> &mut Sequence {
@@ -305,15 +317,22 @@ impl<'a> Generation<'a> {
                 self.seq.commit_all()?;
                 return Ok(());
             }
-            StepInput::Decode(tree) => tree,
+            StepInput::Decode(tree, want) => (tree, want),
         };
-        let verdict = self.req.speculation.acceptance.verify(
-            &tree,
-            |i| logits.row(i),
-            &self.context,
-            &self.req.sampling,
-            &mut self.rng,
-        );
+        let (tree, want) = tree;
+        let verdict = if matches!(want, Want::Argmax) {
+            specdec_verify::verify_greedy_argmax(&tree, |i| {
+                logits.argmax(i).expect("every node's argmax was asked for")
+            })
+        } else {
+            self.req.speculation.acceptance.verify(
+                &tree,
+                |i| logits.row(i),
+                &self.context,
+                &self.req.sampling,
+                &mut self.rng,
+            )
+        };
         let mut path = vec![0];
         path.extend(&verdict.accepted);
         self.seq.commit(&path)?;

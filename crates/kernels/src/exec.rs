@@ -146,6 +146,53 @@ impl Executor {
         })
     }
 
+    /// `matmul`'s columns of the 32-column `tiles` only, into an output that holds just
+    /// them: `out[r * width + c]` is column `tiles.start · 32 + c` (`width`: those tiles'
+    /// columns below n), with the bits `matmul` gives it. A head streamed in blocks, each
+    /// reduced before the next (a per-row argmax over a large vocabulary), never holds
+    /// whole rows.
+    pub fn matmul_block(
+        &self,
+        w: &PackedMatrix,
+        x: &QuantizedRows,
+        tiles: std::ops::Range<usize>,
+        out: &mut [f32],
+    ) -> Result<(), KernelError> {
+        x.check()?;
+        if x.k() != w.k() {
+            return Err(KernelError::KMismatch {
+                weights: w.k(),
+                activations: x.k(),
+            });
+        }
+        if tiles.start >= tiles.end || tiles.end > w.n_tiles() {
+            return Err(KernelError::ColumnOutOfRange {
+                col: (tiles.end * TILE).min(u32::MAX as usize) as u32,
+                n: w.n(),
+            });
+        }
+        let width = (tiles.end * TILE).min(w.n()) - tiles.start * TILE;
+        let expected = x.rows().saturating_mul(width);
+        if out.len() != expected {
+            return Err(KernelError::OutputLength {
+                expected,
+                actual: out.len(),
+            });
+        }
+        if x.rows() == 0 {
+            return Ok(());
+        }
+        let first = tiles.start;
+        let job = Job::block(w, x, tiles.clone(), out);
+        let isa = self.isa;
+        self.run_shares(tiles.len(), &|share| {
+            // SAFETY: as in `matmul`: `isa` available, shapes validated, the tiles lie
+            // within the matrix and `out` holds exactly their columns; the shares are
+            // disjoint and each runs once.
+            unsafe { simd::run(isa, &job, first + share.start..first + share.end) };
+        })
+    }
+
     /// The shapes `matmul` and `matmul_columns` accept.
     fn check(&self, w: &PackedMatrix, x: &QuantizedRows, out: &[f32]) -> Result<(), KernelError> {
         x.check()?;

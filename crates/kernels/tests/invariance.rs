@@ -150,3 +150,46 @@ fn selected_columns_match_the_full_matmul() {
         assert!(e.matmul_columns(&w, &q, &[1], &mut out[1..]).is_err());
     }
 }
+
+/// `matmul_block`: a block of tiles, into an output holding only its columns, has the
+/// bits of the full matmul's columns, on every ISA and thread count, the ragged last tile
+/// included; ranges outside the matrix and wrong lengths are errors.
+#[test]
+fn tile_blocks_match_the_full_matmul() {
+    let mut rng = rng(12);
+    let (n, k) = (300, 128);
+    for format in FORMATS {
+        let bytes = random_ggml(&mut rng, format, n, k);
+        let w = PackedMatrix::from_ggml(format, &bytes, n, k).unwrap();
+        for rows in [1, 4, 7] {
+            let xs = random_activations(&mut rng, rows * k);
+            let scalar = Executor::with_isa(1, Isa::Scalar).unwrap();
+            let want = bits(&run(&scalar, &w, &xs, rows));
+            let mut q = QuantizedRows::new();
+            q.quantize(&xs, rows, k);
+            for isa in Isa::available() {
+                for threads in [1, 2, 3] {
+                    let e = Executor::with_isa(threads, isa).unwrap();
+                    for tiles in [0..1, 0..10, 3..7, 9..10, 2..3] {
+                        let (c0, c1) = (tiles.start * 32, (tiles.end * 32).min(n));
+                        let mut out = vec![f32::NAN; rows * (c1 - c0)];
+                        e.matmul_block(&w, &q, tiles.clone(), &mut out).unwrap();
+                        for r in 0..rows {
+                            for c in c0..c1 {
+                                let got = out[r * (c1 - c0) + c - c0].to_bits();
+                                assert_eq!(got, want[r * n + c], "{format:?} {isa} {tiles:?}");
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let e = Executor::new(1);
+        let mut q = QuantizedRows::new();
+        q.quantize(&vec![0.5; k], 1, k);
+        let mut out = vec![0.0; 32];
+        assert!(e.matmul_block(&w, &q, 10..11, &mut out).is_err());
+        assert!(e.matmul_block(&w, &q, 0..1, &mut out[1..]).is_err());
+        assert!(e.matmul_block(&w, &q, 1..1, &mut out).is_err());
+    }
+}

@@ -1,12 +1,17 @@
 //! Repeats one forward of N tree nodes after a 100-token prefix (for profilers).
-//! Usage: forward_loop [N] [REPEATS]
+//! Usage: [MODEL=FILE|NAME] [PREFIX=P] [WANT=all|argmax] forward_loop [N] [REPEATS]
 use specdec_runtime::{Executor, Model, Node, SeqInput, Want};
 
 fn main() {
     let mut args = std::env::args().skip(1);
     let n: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(16);
     let reps: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(200);
-    let path = specdec_model_store::resolve(None, true).expect("model");
+    let model = std::env::var_os("MODEL").map(std::path::PathBuf::from);
+    let path = specdec_model_store::resolve(model.as_deref(), true).expect("model");
+    let want = match std::env::var("WANT").as_deref() {
+        Ok("argmax") => Want::Argmax,
+        _ => Want::All,
+    };
     let m = Model::load_with(path, Executor::new(2)).expect("load");
     let mut seq = m.new_sequence();
     let plen: usize = std::env::var("PREFIX")
@@ -27,7 +32,7 @@ fn main() {
         m.forward(&mut [SeqInput {
             seq: &mut seq,
             nodes: &nodes,
-            want: Want::All,
+            want: want.clone(),
         }])
         .unwrap();
     }

@@ -67,7 +67,7 @@ impl Batch {
             .map(|input| {
                 let n = input.nodes.len();
                 match input.want {
-                    Want::All => 0..n,
+                    Want::All | Want::Argmax => 0..n,
                     Want::Last | Want::LastColumns(_) => n.saturating_sub(1)..n,
                     Want::None => n..n,
                 }
@@ -108,6 +108,7 @@ pub(crate) fn split_logits(wanted: Vec<Range<usize>>, all: Vec<f32>, vocab: usiz
                 first,
                 data: Arc::clone(&data),
                 nodes,
+                argmax: None,
             };
             first += logits.nodes.len();
             logits

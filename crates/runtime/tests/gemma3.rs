@@ -80,6 +80,84 @@ fn long_text_perplexity_agrees_with_llama_cpp() {
     agrees_with_llama_cpp(m, &text, n_ctx, ppl);
 }
 
+/// Top-1 agreement with llama.cpp, by its own measure: `llama-perplexity -f FILE -c N
+/// --kl-divergence-base BASE` saves its log-probabilities of every scored token; ours must
+/// pick the same top token at 90% of them. `SPECDEC_KLD_BASE=BASE cargo test --release -p
+/// specdec-runtime --test gemma3 -- --ignored` (the file is 66 MB for the passage at
+/// `-c 128`: not committed). Where the two differ, ours must be a near-tie in llama.cpp's
+/// own distribution.
+#[test]
+#[ignore = "needs a llama.cpp --kl-divergence-base file"]
+fn top1_agreement_with_llama_cpp() {
+    let Some(m) = common::gemma() else { return };
+    let path = std::env::var("SPECDEC_KLD_BASE").expect("set SPECDEC_KLD_BASE");
+    let bytes = std::fs::read(path).unwrap();
+    assert_eq!(&bytes[..8], b"_logits_", "not a llama.cpp logits file");
+    let i32_at = |o: usize| i32::from_le_bytes(bytes[o..o + 4].try_into().unwrap()) as usize;
+    let (n_ctx, n_vocab, n_chunk) = (i32_at(8), i32_at(12), i32_at(16));
+    assert_eq!(n_vocab, m.config().vocab);
+    let tokens: Vec<u32> = (0..n_chunk * n_ctx)
+        .map(|i| i32_at(20 + 4 * i) as u32)
+        .collect();
+    let nv = 2 * n_vocab.div_ceil(2) + 4;
+    let scored = n_ctx - 1 - n_ctx / 2;
+    let mut at = 20 + 4 * n_chunk * n_ctx;
+    let bos = {
+        let file = specdec_gguf::GgufFile::open(
+            specdec_model_store::cached(&specdec_model_store::GEMMA3_270M).unwrap(),
+        )
+        .unwrap();
+        specdec_tokenizer::Tokenizer::from_gguf(&file)
+            .unwrap()
+            .bos_id()
+            .unwrap()
+    };
+    let (mut same, mut total, mut worst_gap) = (0usize, 0usize, 0f32);
+    for c in 0..n_chunk {
+        let mut chunk = tokens[c * n_ctx..(c + 1) * n_ctx].to_vec();
+        chunk[0] = bos;
+        let mut seq = m.new_sequence();
+        let out = m
+            .forward(&mut [SeqInput {
+                seq: &mut seq,
+                nodes: &Node::chain(&chunk),
+                want: Want::All,
+            }])
+            .unwrap();
+        for j in n_ctx / 2..n_ctx - 1 {
+            // Skip the record's scale and minimum (two f32); the largest quantized
+            // log-probability, first on ties, is llama.cpp's top token.
+            let rec = &bytes[at + 8..at + 2 * nv];
+            let u = |i: usize| u16::from_le_bytes([rec[2 * i], rec[2 * i + 1]]);
+            let theirs = (1..n_vocab).fold(0, |b, i| if u(i) > u(b) { i } else { b });
+            let ours = out[0].argmax(j).unwrap() as usize;
+            same += usize::from(ours == theirs);
+            if ours != theirs {
+                // How far below llama.cpp's own top its log-probability puts ours.
+                let scale = f32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
+                let gap = scale * (u(theirs) as f32 - u(ours) as f32);
+                worst_gap = worst_gap.max(gap);
+            }
+            total += 1;
+            at += 2 * nv;
+        }
+    }
+    assert_eq!(total, n_chunk * scored);
+    let agreement = same as f64 / total as f64;
+    println!(
+        "Gemma 3 270M: top-1 agreement with llama.cpp {same}/{total} ({:.1}%); where they differ, ours is at most {worst_gap:.3} nats below llama.cpp's top in its own distribution",
+        100.0 * agreement
+    );
+    // Measured: 115 of 126 (91.3%), every difference within 0.3 nats of llama.cpp's top:
+    // near-ties, which its K-quant weights with 256-blocks of int8 activations and ours
+    // (the K-quants converted to Q8_0, activations in int8 blocks of 32) break apart.
+    assert!(agreement >= 0.9, "top-1 agreement {agreement}");
+    assert!(
+        worst_gap < 0.5,
+        "a difference {worst_gap} nats from llama.cpp's top"
+    );
+}
+
 /// llama-perplexity's measure: chunks of `n_ctx` tokens, each opening with BOS, each
 /// scored on its second half.
 fn agrees_with_llama_cpp(m: &specdec_runtime::Model, text: &str, n_ctx: usize, ppl_ref: f64) {

@@ -143,6 +143,13 @@ impl Server {
             ));
         }
         let loaded = Loaded::open(&config.model, config.threads)?;
+        if !loaded.meta.has_template {
+            tracing::warn!(
+                model = %config.model.display(),
+                "the model has no chat template: /v1/chat/completions wraps messages in ChatML, \
+                 which it was not trained on; /v1/completions completes text as it is"
+            );
+        }
         let id = config
             .model_id
             .clone()

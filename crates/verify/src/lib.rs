@@ -116,6 +116,13 @@ pub fn verify_strict<'l>(
     walk(tree, strict_choice(logits, context, params, rng))
 }
 
+/// Strict greedy verification from each node's argmax alone (`argmax(i)`: the target's
+/// largest logit at node `i`, the lowest index on ties): the verdict [`verify_strict`]
+/// gives whenever [`Acceptance::argmax_suffices`](crate::Acceptance::argmax_suffices).
+pub fn verify_greedy_argmax(tree: &TokenTree, argmax: impl Fn(usize) -> u32) -> Verdict {
+    walk(tree, |node, _| argmax(node))
+}
+
 /// The target's own choice at a node, as strict verification makes it: a chooser for
 /// [`walk`] (other rules fall back on it). Draws one number per call.
 pub(crate) fn strict_choice<'a, 'l: 'a>(

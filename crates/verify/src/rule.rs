@@ -115,6 +115,13 @@ impl Acceptance {
         }
     }
 
+    /// Whether verifying under this rule with `params` needs only each node's argmax, not
+    /// its logits: strict greedy decoding with no repetition penalty (the target's choice
+    /// is then the argmax of its raw logits). What lets a forward skip whole rows.
+    pub fn argmax_suffices(&self, params: &SamplingParams) -> bool {
+        matches!(self, Acceptance::Strict) && params.is_greedy() && params.repetition_penalty == 1.0
+    }
+
     /// Verifies `tree` under this rule (see [`verify_strict`] for the arguments).
     pub fn verify<'l>(
         &self,

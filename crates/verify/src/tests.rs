@@ -100,6 +100,50 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Where the rule says argmaxes suffice, verifying from them gives strict's verdict.
+    #[test]
+    fn greedy_from_argmaxes_equals_strict_from_rows(
+        seed in 0u64..1000,
+        top_k in prop_oneof![Just(0usize), Just(1)],
+        draft_len in 0usize..16,
+    ) {
+        let vocab = 24;
+        let p = SamplingParams { top_k, seed, ..Default::default() };
+        assert!(Acceptance::Strict.argmax_suffices(&p));
+        let ctx = [3u32, 1, 4, 1, 5];
+        let good = plain(&ctx, 8, &p, vocab);
+        let tree = random_draft(5, seed, vocab as u32, draft_len, &good);
+        let rows: Vec<Vec<f32>> = (0..tree.len())
+            .map(|i| fake_logits(&[ctx.to_vec(), tree.tokens_below_root(i)].concat(), vocab))
+            .collect();
+        let strict = verify_strict(&tree, |i| &rows[i], &ctx, &p, &mut Rng::new(seed));
+        let from_ids = verify_greedy_argmax(&tree, |i| argmax(&rows[i]));
+        prop_assert_eq!(strict.emitted(&tree), from_ids.emitted(&tree));
+        prop_assert_eq!(strict.accepted, from_ids.accepted);
+    }
+}
+
+#[test]
+fn argmaxes_suffice_only_for_strict_greedy_without_penalty() {
+    let greedy = SamplingParams::default();
+    assert!(Acceptance::Strict.argmax_suffices(&greedy));
+    let penalised = SamplingParams {
+        repetition_penalty: 1.1,
+        ..greedy.clone()
+    };
+    assert!(!Acceptance::Strict.argmax_suffices(&penalised));
+    let sampled = SamplingParams {
+        temperature: 0.7,
+        ..greedy.clone()
+    };
+    assert!(!Acceptance::Strict.argmax_suffices(&sampled));
+    let relaxed = Acceptance::Relaxed(Relaxed::new(2, 0.1).unwrap());
+    assert!(!relaxed.argmax_suffices(&greedy));
+}
+
 #[test]
 fn greedy_walk_accepts_the_matching_branch() {
     // root -> a(1) -> b(2); root -> c(3)

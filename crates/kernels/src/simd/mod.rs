@@ -48,6 +48,10 @@ pub(crate) struct Job<'a> {
     pub xq: *const i8,
     pub meta: *const BlockMeta,
     pub out: *mut f32,
+    /// Output row stride, and the first column `out` holds: a full matmul writes all n
+    /// columns; a block writes only its own tiles' columns.
+    pub out_stride: usize,
+    pub out_col0: usize,
     _borrow: PhantomData<(&'a PackedMatrix, &'a QuantizedRows, &'a mut [f32])>,
 }
 
@@ -63,6 +67,29 @@ impl<'a> Job<'a> {
     pub(crate) fn new(w: &'a PackedMatrix, x: &'a QuantizedRows, out: &'a mut [f32]) -> Self {
         debug_assert_eq!(x.k(), w.k());
         debug_assert_eq!(out.len(), x.rows() * w.n());
+        Job::new_unchecked(w, x, out)
+    }
+
+    /// A job whose output holds only the columns of `tiles`: `out[r * width + c]` is
+    /// column `tiles.start · 32 + c`, where `width` spans those tiles' columns below n.
+    /// Caller guarantees `x.k() == w.k()`, tiles within the matrix and
+    /// `out.len() == x.rows() * width`.
+    pub(crate) fn block(
+        w: &'a PackedMatrix,
+        x: &'a QuantizedRows,
+        tiles: Range<usize>,
+        out: &'a mut [f32],
+    ) -> Self {
+        let col0 = tiles.start * TILE;
+        let width = (tiles.end * TILE).min(w.n()) - col0;
+        debug_assert_eq!(out.len(), x.rows() * width);
+        let mut job = Job::new_unchecked(w, x, out);
+        job.out_stride = width;
+        job.out_col0 = col0;
+        job
+    }
+
+    fn new_unchecked(w: &'a PackedMatrix, x: &'a QuantizedRows, out: &'a mut [f32]) -> Self {
         Job {
             format: w.format(),
             w: w.data().as_ptr(),
@@ -75,6 +102,8 @@ impl<'a> Job<'a> {
             xq: x.q().as_ptr(),
             meta: x.meta().as_ptr(),
             out: out.as_mut_ptr(),
+            out_stride: w.n(),
+            out_col0: 0,
             _borrow: PhantomData,
         }
     }
@@ -174,7 +203,10 @@ unsafe fn tile_at<const R: usize>(
             pf,
             x: std::array::from_fn(|i| job.xq.add((r + i) * job.k)),
             m: std::array::from_fn(|i| job.meta.add((r + i) * job.kb)),
-            out: std::array::from_fn(|i| job.out.add((r + i) * job.n + t * TILE)),
+            out: std::array::from_fn(|i| {
+                job.out
+                    .add((r + i) * job.out_stride + t * TILE - job.out_col0)
+            }),
             valid,
         }
     }

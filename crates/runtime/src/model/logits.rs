@@ -1,17 +1,27 @@
 //! The logits head: final norm and output projection of the requested rows only.
 
 use std::ops::Range;
+use std::sync::{Arc, Mutex};
 
 use specdec_kernels::QuantizedRows;
 
-use super::{Logits, Model, SeqInput};
+use super::{Logits, Model, SeqInput, Want};
 use crate::batch::{keep_columns, split_logits, Batch};
 use crate::{ops, RuntimeError};
+
+/// Up to this many bytes of rows, argmax-only forwards compute whole rows (one pass, no
+/// per-block dispatch) and keep them; past it they stream the head in blocks.
+const ARGMAX_WHOLE_BYTES: usize = 4 << 20;
+
+/// Tiles of the head per block of a streamed argmax: 8,192 columns, 32 KiB per row, so a
+/// block of 64 rows stays in L2 while it is reduced.
+const ARGMAX_BLOCK_TILES: usize = 256;
 
 impl Model {
     /// The requested rows' logits: the final norm, then the output matrix over just those
     /// rows (over just the asked columns' tiles for a `Want::LastColumns` row), split per
-    /// input.
+    /// input; when every input wants argmaxes only and whole rows would be large, the head
+    /// streamed in blocks instead.
     pub(super) fn logits_rows(
         &self,
         inputs: &[SeqInput<'_>],
@@ -19,14 +29,26 @@ impl Model {
         x: &[f32],
         qrows: &mut QuantizedRows,
     ) -> Result<Vec<Logits>, RuntimeError> {
-        let (h, vocab) = (self.config.hidden, self.config.vocab);
-        let wanted = Batch::wanted(inputs);
+        let rows: usize = Batch::wanted(inputs).iter().map(|r| r.len()).sum();
+        let streamed = rows * self.config.vocab * 4 > ARGMAX_WHOLE_BYTES;
+        if streamed && inputs.iter().all(|i| matches!(i.want, Want::Argmax)) {
+            return self.argmax_rows(inputs, input_rows, x, qrows);
+        }
+        // Argmax inputs keep their whole rows: `Logits::argmax` reads the ones asked for.
+        self.row_logits(inputs, input_rows, x, qrows)
+    }
+
+    /// The final norm of every requested row, in order.
+    fn normed_rows(
+        &self,
+        inputs: &[SeqInput<'_>],
+        input_rows: &[Range<usize>],
+        x: &[f32],
+    ) -> Vec<f32> {
+        let h = self.config.hidden;
         let mut normed = Vec::new();
-        // Per picked row, the columns it keeps (`None`: all).
-        let mut columns = Vec::new();
-        for ((rows, nodes), input) in input_rows.iter().zip(&wanted).zip(inputs) {
-            for node in nodes.clone() {
-                // `Want` only names nodes of the input, so the row exists.
+        for (rows, nodes) in input_rows.iter().zip(Batch::wanted(inputs)) {
+            for node in nodes {
                 let r = rows.start + node;
                 normed.resize(normed.len() + h, 0.0);
                 let len = normed.len();
@@ -36,9 +58,88 @@ impl Model {
                     self.config.rms_eps,
                     &mut normed[len - h..],
                 );
-                columns.push(input.want.columns());
             }
         }
+        normed
+    }
+
+    /// Every input's nodes' argmaxes: the head over all rows one block of tiles at a time,
+    /// each block reduced into the running best before the next (columns in order, so the
+    /// lowest index wins ties as over a whole row; the same bits as a full matmul).
+    fn argmax_rows(
+        &self,
+        inputs: &[SeqInput<'_>],
+        input_rows: &[Range<usize>],
+        x: &[f32],
+        qrows: &mut QuantizedRows,
+    ) -> Result<Vec<Logits>, RuntimeError> {
+        let (h, vocab) = (self.config.hidden, self.config.vocab);
+        let normed = self.normed_rows(inputs, input_rows, x);
+        let rows = normed.len() / h;
+        let best: Vec<Mutex<(u32, f32)>> = (0..rows).map(|_| Mutex::new((0, f32::NAN))).collect();
+        if rows > 0 {
+            let head = &self.weights.head;
+            qrows.quantize_on(&self.exec, &normed, rows, h);
+            let mut out = Vec::new();
+            let mut t0 = 0;
+            while t0 < head.n_tiles() {
+                let t1 = (t0 + ARGMAX_BLOCK_TILES).min(head.n_tiles());
+                let c0 = t0 * 32;
+                let width = (t1 * 32).min(vocab) - c0;
+                out.resize(rows * width, 0.0);
+                self.exec.matmul_block(head, qrows, t0..t1, &mut out)?;
+                // Rows on the pool's threads; each row's columns in order.
+                self.exec.for_each(rows, &|r| {
+                    let mut b = best[r].lock().expect("no holder panics");
+                    for (c, &v) in out[r * width..(r + 1) * width].iter().enumerate() {
+                        // Column 0 opens the scan, as a whole row's argmax starts there.
+                        if (c0 == 0 && c == 0) || v > b.1 {
+                            *b = ((c0 + c) as u32, v);
+                        }
+                    }
+                })?;
+                t0 = t1;
+            }
+        }
+        let ids: Vec<u32> = best
+            .into_iter()
+            .map(|b| b.into_inner().expect("no holder panics").0)
+            .collect();
+        let ids = Arc::new(ids);
+        let mut first = 0;
+        Ok(Batch::wanted(inputs)
+            .into_iter()
+            .map(|nodes| {
+                let l = Logits {
+                    vocab,
+                    first,
+                    data: Arc::new(Vec::new()),
+                    argmax: Some(Arc::clone(&ids)),
+                    nodes,
+                };
+                first += l.nodes.len();
+                l
+            })
+            .collect())
+    }
+
+    /// Whole rows of every requested node: all but large argmax-only forwards.
+    fn row_logits(
+        &self,
+        inputs: &[SeqInput<'_>],
+        input_rows: &[Range<usize>],
+        x: &[f32],
+        qrows: &mut QuantizedRows,
+    ) -> Result<Vec<Logits>, RuntimeError> {
+        let (h, vocab) = (self.config.hidden, self.config.vocab);
+        let wanted = Batch::wanted(inputs);
+        let normed = self.normed_rows(inputs, input_rows, x);
+        // Per picked row, the columns it keeps (`None`: all).
+        let columns: Vec<Option<&[u32]>> = wanted
+            .iter()
+            .zip(inputs)
+            .flat_map(|(nodes, input)| nodes.clone().map(|_| input.want.columns()))
+            .collect();
         let picked = columns.len();
         let mut all = vec![0f32; picked * vocab];
         // Column-restricted rows read their tiles once per row; a full matmul reads the

@@ -35,6 +35,12 @@ pub enum Want {
     /// full row, and every other column of the row reads `f32::NEG_INFINITY`. For a
     /// caller that scores a known few tokens (a catalogue-trained draft's trie children).
     LastColumns(Arc<[u32]>),
+    /// Every node's argmax (the lowest index on ties, read by [`Logits::argmax`]), what
+    /// greedy verification needs. When the forward's rows would be large (64 nodes of a
+    /// 262k vocabulary: 67 MB) and every input asks only this, the head runs in blocks of
+    /// columns, each reduced before the next, and no row is held; otherwise the rows are
+    /// computed whole and kept, and each argmax is taken from its row when read.
+    Argmax,
 }
 
 impl Want {
@@ -65,20 +71,48 @@ pub struct Logits {
     /// this input's rows start at row `first`.
     pub(crate) data: Arc<Vec<f32>>,
     pub(crate) first: usize,
+    /// For [`Want::Argmax`]: the nodes' argmaxes, from row `first` (`data` is empty).
+    pub(crate) argmax: Option<Arc<Vec<u32>>>,
 }
 
 impl Logits {
-    /// The logits of node `i`, if they were requested.
+    /// The logits of node `i`, if they were requested (a streamed [`Want::Argmax`]
+    /// forward holds none).
     pub fn get(&self, i: usize) -> Option<&[f32]> {
-        self.nodes
-            .contains(&i)
-            .then(|| self.row(i - self.nodes.start))
+        (self.argmax.is_none() && self.nodes.contains(&i)).then(|| self.row(i - self.nodes.start))
     }
 
-    /// The logits of the `r`-th requested node.
+    /// The logits of the `r`-th requested node (panics for a streamed [`Want::Argmax`]
+    /// forward: no rows).
     pub fn row(&self, r: usize) -> &[f32] {
+        assert!(self.argmax.is_none(), "Want::Argmax logits hold no rows");
         &self.data[(self.first + r) * self.vocab..][..self.vocab]
     }
+
+    /// Node `i`'s argmax (the lowest index on ties), if its logits were requested: as
+    /// computed for [`Want::Argmax`], else over its row.
+    pub fn argmax(&self, i: usize) -> Option<u32> {
+        if !self.nodes.contains(&i) {
+            return None;
+        }
+        let r = i - self.nodes.start;
+        Some(match &self.argmax {
+            Some(ids) => ids[self.first + r],
+            None => argmax(self.row(r)),
+        })
+    }
+}
+
+/// Index of the largest value, the lowest on ties (a NaN is never larger): the rule of
+/// greedy decoding, applied the same way to whole rows and to blocks streamed in order.
+pub(crate) fn argmax(row: &[f32]) -> u32 {
+    let mut best = 0;
+    for (i, &v) in row.iter().enumerate() {
+        if v > row[best] {
+            best = i;
+        }
+    }
+    best as u32
 }
 
 /// A loaded model ready to run.
