@@ -312,14 +312,13 @@ impl<'a> Generation<'a> {
         logits: &Logits,
     ) -> Result<(), EngineError> {
         self.forwards += 1;
-        let tree = match step {
+        let (tree, want) = match step {
             StepInput::Prefill(_) => {
                 self.seq.commit_all()?;
                 return Ok(());
             }
             StepInput::Decode(tree, want) => (tree, want),
         };
-        let (tree, want) = tree;
         let verdict = if matches!(want, Want::Argmax) {
             specdec_verify::verify_greedy_argmax(&tree, |i| {
                 logits.argmax(i).expect("every node's argmax was asked for")

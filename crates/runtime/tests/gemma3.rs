@@ -102,35 +102,17 @@ fn top1_agreement_with_llama_cpp() {
     let nv = 2 * n_vocab.div_ceil(2) + 4;
     let scored = n_ctx - 1 - n_ctx / 2;
     let mut at = 20 + 4 * n_chunk * n_ctx;
-    let bos = {
-        let file = specdec_gguf::GgufFile::open(
-            specdec_model_store::cached(&specdec_model_store::GEMMA3_270M).unwrap(),
-        )
-        .unwrap();
-        specdec_tokenizer::Tokenizer::from_gguf(&file)
-            .unwrap()
-            .bos_id()
-            .unwrap()
-    };
+    let bos = tokenizer().bos_id().expect("Gemma has a BOS token");
     let (mut same, mut total, mut worst_gap) = (0usize, 0usize, 0f32);
     for c in 0..n_chunk {
-        let mut chunk = tokens[c * n_ctx..(c + 1) * n_ctx].to_vec();
-        chunk[0] = bos;
-        let mut seq = m.new_sequence();
-        let out = m
-            .forward(&mut [SeqInput {
-                seq: &mut seq,
-                nodes: &Node::chain(&chunk),
-                want: Want::All,
-            }])
-            .unwrap();
+        let (_, out) = chunk_logits(m, &tokens, n_ctx, c, bos);
         for j in n_ctx / 2..n_ctx - 1 {
             // Skip the record's scale and minimum (two f32); the largest quantized
             // log-probability, first on ties, is llama.cpp's top token.
             let rec = &bytes[at + 8..at + 2 * nv];
             let u = |i: usize| u16::from_le_bytes([rec[2 * i], rec[2 * i + 1]]);
             let theirs = (1..n_vocab).fold(0, |b, i| if u(i) > u(b) { i } else { b });
-            let ours = out[0].argmax(j).unwrap() as usize;
+            let ours = out.argmax(j).unwrap() as usize;
             same += usize::from(ours == theirs);
             if ours != theirs {
                 // How far below llama.cpp's own top its log-probability puts ours.
@@ -158,30 +140,47 @@ fn top1_agreement_with_llama_cpp() {
     );
 }
 
+fn tokenizer() -> specdec_tokenizer::Tokenizer {
+    let path = specdec_model_store::cached(&specdec_model_store::GEMMA3_270M).unwrap();
+    let file = specdec_gguf::GgufFile::open(&path).unwrap();
+    specdec_tokenizer::Tokenizer::from_gguf(&file).unwrap()
+}
+
+/// Chunk `c` of `n_ctx` tokens as llama-perplexity runs it (opening with BOS) and every
+/// node's logits over it.
+fn chunk_logits(
+    m: &specdec_runtime::Model,
+    tokens: &[u32],
+    n_ctx: usize,
+    c: usize,
+    bos: u32,
+) -> (Vec<u32>, specdec_runtime::Logits) {
+    let mut chunk = tokens[c * n_ctx..(c + 1) * n_ctx].to_vec();
+    chunk[0] = bos;
+    let mut seq = m.new_sequence();
+    let out = m
+        .forward(&mut [SeqInput {
+            seq: &mut seq,
+            nodes: &Node::chain(&chunk),
+            want: Want::All,
+        }])
+        .unwrap();
+    (chunk, out.into_iter().next().unwrap())
+}
+
 /// llama-perplexity's measure: chunks of `n_ctx` tokens, each opening with BOS, each
 /// scored on its second half.
 fn agrees_with_llama_cpp(m: &specdec_runtime::Model, text: &str, n_ctx: usize, ppl_ref: f64) {
-    let path = specdec_model_store::cached(&specdec_model_store::GEMMA3_270M).unwrap();
-    let file = specdec_gguf::GgufFile::open(&path).unwrap();
-    let tok = specdec_tokenizer::Tokenizer::from_gguf(&file).unwrap();
+    let tok = tokenizer();
     let bos = tok.bos_id().expect("Gemma has a BOS token");
     let tokens = tok.encode_prompt(text).unwrap();
     let chunks = tokens.len() / n_ctx;
     assert!(chunks >= 1, "{} tokens", tokens.len());
     let (mut nll, mut scored) = (0f64, 0usize);
     for c in 0..chunks {
-        let mut chunk = tokens[c * n_ctx..(c + 1) * n_ctx].to_vec();
-        chunk[0] = bos;
-        let mut seq = m.new_sequence();
-        let out = m
-            .forward(&mut [SeqInput {
-                seq: &mut seq,
-                nodes: &Node::chain(&chunk),
-                want: Want::All,
-            }])
-            .unwrap();
+        let (chunk, out) = chunk_logits(m, &tokens, n_ctx, c, bos);
         for j in n_ctx / 2..n_ctx - 1 {
-            nll -= log_softmax_at(out[0].row(j), chunk[j + 1] as usize);
+            nll -= log_softmax_at(out.row(j), chunk[j + 1] as usize);
             scored += 1;
         }
     }

@@ -29,26 +29,27 @@ impl Model {
         x: &[f32],
         qrows: &mut QuantizedRows,
     ) -> Result<Vec<Logits>, RuntimeError> {
-        let rows: usize = Batch::wanted(inputs).iter().map(|r| r.len()).sum();
+        let wanted = Batch::wanted(inputs);
+        let rows: usize = wanted.iter().map(|r| r.len()).sum();
         let streamed = rows * self.config.vocab * 4 > ARGMAX_WHOLE_BYTES;
         if streamed && inputs.iter().all(|i| matches!(i.want, Want::Argmax)) {
-            return self.argmax_rows(inputs, input_rows, x, qrows);
+            return self.argmax_rows(wanted, input_rows, x, qrows);
         }
         // Argmax inputs keep their whole rows: `Logits::argmax` reads the ones asked for.
-        self.row_logits(inputs, input_rows, x, qrows)
+        self.row_logits(inputs, wanted, input_rows, x, qrows)
     }
 
-    /// The final norm of every requested row, in order.
+    /// The final norm of every requested row (`wanted`: per input, its nodes), in order.
     fn normed_rows(
         &self,
-        inputs: &[SeqInput<'_>],
+        wanted: &[Range<usize>],
         input_rows: &[Range<usize>],
         x: &[f32],
     ) -> Vec<f32> {
         let h = self.config.hidden;
         let mut normed = Vec::new();
-        for (rows, nodes) in input_rows.iter().zip(Batch::wanted(inputs)) {
-            for node in nodes {
+        for (rows, nodes) in input_rows.iter().zip(wanted) {
+            for node in nodes.clone() {
                 let r = rows.start + node;
                 normed.resize(normed.len() + h, 0.0);
                 let len = normed.len();
@@ -68,13 +69,13 @@ impl Model {
     /// lowest index wins ties as over a whole row; the same bits as a full matmul).
     fn argmax_rows(
         &self,
-        inputs: &[SeqInput<'_>],
+        wanted: Vec<Range<usize>>,
         input_rows: &[Range<usize>],
         x: &[f32],
         qrows: &mut QuantizedRows,
     ) -> Result<Vec<Logits>, RuntimeError> {
         let (h, vocab) = (self.config.hidden, self.config.vocab);
-        let normed = self.normed_rows(inputs, input_rows, x);
+        let normed = self.normed_rows(&wanted, input_rows, x);
         let rows = normed.len() / h;
         let best: Vec<Mutex<(u32, f32)>> = (0..rows).map(|_| Mutex::new((0, f32::NAN))).collect();
         if rows > 0 {
@@ -107,7 +108,7 @@ impl Model {
             .collect();
         let ids = Arc::new(ids);
         let mut first = 0;
-        Ok(Batch::wanted(inputs)
+        Ok(wanted
             .into_iter()
             .map(|nodes| {
                 let l = Logits {
@@ -127,13 +128,13 @@ impl Model {
     fn row_logits(
         &self,
         inputs: &[SeqInput<'_>],
+        wanted: Vec<Range<usize>>,
         input_rows: &[Range<usize>],
         x: &[f32],
         qrows: &mut QuantizedRows,
     ) -> Result<Vec<Logits>, RuntimeError> {
         let (h, vocab) = (self.config.hidden, self.config.vocab);
-        let wanted = Batch::wanted(inputs);
-        let normed = self.normed_rows(inputs, input_rows, x);
+        let normed = self.normed_rows(&wanted, input_rows, x);
         // Per picked row, the columns it keeps (`None`: all).
         let columns: Vec<Option<&[u32]>> = wanted
             .iter()
