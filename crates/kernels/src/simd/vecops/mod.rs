@@ -164,12 +164,19 @@ impl VecOps {
     /// SwiGLU: `out[i] = gate[i] / (1 + exp(-gate[i])) * up[i]`, with the same
     /// exponential as `exp_sum`.
     pub fn swiglu(&self, gate: &[f32], up: &[f32], out: &mut [f32]) {
+        self.gated::<false>(gate, up, out)
+    }
+
+    /// `gate / (1 + exp(arg(gate))) * up` on this ISA: SiLU's argument `-x`, or with
+    /// `GELU` tanh-GELU's ([`gelu_arg`]).
+    fn gated<const GELU: bool>(&self, gate: &[f32], up: &[f32], out: &mut [f32]) {
         let n = gate.len().min(up.len()).min(out.len());
+        let (gate, up, out) = (&gate[..n], &up[..n], &mut out[..n]);
         match self.isa {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: an executor only holds an Isa that `is_available()` confirmed.
-            Isa::Avx512Vnni => unsafe { x86::swiglu_avx512(&gate[..n], &up[..n], &mut out[..n]) },
-            _ => swiglu_scalar(&gate[..n], &up[..n], &mut out[..n]),
+            Isa::Avx512Vnni => unsafe { x86::gated_avx512::<GELU>(gate, up, out) },
+            _ => gated_scalar::<GELU>(gate, up, out),
         }
     }
 }
@@ -185,13 +192,7 @@ impl VecOps {
     /// `exp_sum` (its clamp keeps both tails finite: `x / huge` is 0 far left, and
     /// `x / 1` far right).
     pub fn geglu(&self, gate: &[f32], up: &[f32], out: &mut [f32]) {
-        let n = gate.len().min(up.len()).min(out.len());
-        match self.isa {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: an executor only holds an Isa that `is_available()` confirmed.
-            Isa::Avx512Vnni => unsafe { x86::geglu_avx512(&gate[..n], &up[..n], &mut out[..n]) },
-            _ => geglu_scalar(&gate[..n], &up[..n], &mut out[..n]),
-        }
+        self.gated::<true>(gate, up, out)
     }
 }
 
@@ -275,20 +276,15 @@ pub(crate) fn dot_t_one(q: &[f32], kt: &[f32], block_stride: usize, s: usize) ->
     acc
 }
 
-fn swiglu_scalar(gate: &[f32], up: &[f32], out: &mut [f32]) {
-    for ((o, &g), &u) in out.iter_mut().zip(gate).zip(up) {
-        *o = g / (1.0 + exp_scalar(-g)) * u;
-    }
-}
-
 #[inline(always)]
 fn gelu_arg(x: f32) -> f32 {
     -(GELU_2C * (x + GELU_K * (x * x * x)))
 }
 
-fn geglu_scalar(gate: &[f32], up: &[f32], out: &mut [f32]) {
+fn gated_scalar<const GELU: bool>(gate: &[f32], up: &[f32], out: &mut [f32]) {
     for ((o, &g), &u) in out.iter_mut().zip(gate).zip(up) {
-        *o = g / (1.0 + exp_scalar(gelu_arg(g))) * u;
+        let arg = if GELU { gelu_arg(g) } else { -g };
+        *o = g / (1.0 + exp_scalar(arg)) * u;
     }
 }
 

@@ -110,7 +110,7 @@ fn every_isa_gives_the_scalar_bits() {
         let g: Vec<f32> = (0..n).map(|_| rnd() * 40.0).collect();
         let u: Vec<f32> = (0..n).map(|_| rnd()).collect();
         let mut want_s = vec![0f32; n];
-        swiglu_scalar(&g, &u, &mut want_s);
+        gated_scalar::<false>(&g, &u, &mut want_s);
         for (i, &w) in want_s.iter().enumerate() {
             let exact = g[i] as f64 / (1.0 + (-g[i] as f64).exp()) * u[i] as f64;
             assert!((w as f64 - exact).abs() <= 1e-6 * exact.abs() + 1e-30);
@@ -121,7 +121,7 @@ fn every_isa_gives_the_scalar_bits() {
             assert_eq!(o, want_s, "{} n={n}", isa.name());
         }
         let mut want_g = vec![0f32; n];
-        geglu_scalar(&g, &u, &mut want_g);
+        gated_scalar::<true>(&g, &u, &mut want_g);
         for (i, &w) in want_g.iter().enumerate() {
             let x = g[i] as f64;
             let c = (2.0 / std::f64::consts::PI).sqrt();

@@ -51,30 +51,13 @@ fn exp16(v: __m512) -> __m512 {
     _mm512_mul_ps(y, _mm512_castsi512_ps(e))
 }
 
+/// `gate / (1 + exp(arg)) * up`, `arg` SiLU's `0 - x` or with `GELU` the scalar
+/// `gelu_arg`, operation for operation (no fused multiply-adds).
+///
 /// # Safety
 /// The CPU must support AVX-512F; the three slices have equal lengths.
 #[target_feature(enable = "avx512f")]
-pub unsafe fn swiglu_avx512(gate: &[f32], up: &[f32], out: &mut [f32]) {
-    let n = gate.len();
-    let mut i = 0;
-    while i < n {
-        let m = tail_mask(n - i);
-        // SAFETY: masked loads and store touch only the valid elements.
-        unsafe {
-            let g = _mm512_maskz_loadu_ps(m, gate.as_ptr().add(i));
-            let u = _mm512_maskz_loadu_ps(m, up.as_ptr().add(i));
-            let e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), g));
-            let y = _mm512_mul_ps(_mm512_div_ps(g, _mm512_add_ps(_mm512_set1_ps(1.0), e)), u);
-            _mm512_mask_storeu_ps(out.as_mut_ptr().add(i), m, y);
-        }
-        i += 16;
-    }
-}
-
-/// # Safety
-/// The CPU must support AVX-512F; the three slices have equal lengths.
-#[target_feature(enable = "avx512f")]
-pub unsafe fn geglu_avx512(gate: &[f32], up: &[f32], out: &mut [f32]) {
+pub unsafe fn gated_avx512<const GELU: bool>(gate: &[f32], up: &[f32], out: &mut [f32]) {
     let n = gate.len();
     let c = |v: f32| _mm512_set1_ps(v);
     let mut i = 0;
@@ -84,11 +67,14 @@ pub unsafe fn geglu_avx512(gate: &[f32], up: &[f32], out: &mut [f32]) {
         unsafe {
             let g = _mm512_maskz_loadu_ps(m, gate.as_ptr().add(i));
             let u = _mm512_maskz_loadu_ps(m, up.as_ptr().add(i));
-            // The scalar `gelu_arg`, operation for operation (no fused multiply-adds).
-            let cube = _mm512_mul_ps(_mm512_mul_ps(g, g), g);
-            let inner = _mm512_add_ps(g, _mm512_mul_ps(c(super::GELU_K), cube));
-            let t = _mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(c(super::GELU_2C), inner));
-            let e = exp16(t);
+            let arg = if GELU {
+                let cube = _mm512_mul_ps(_mm512_mul_ps(g, g), g);
+                let inner = _mm512_add_ps(g, _mm512_mul_ps(c(super::GELU_K), cube));
+                _mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(c(super::GELU_2C), inner))
+            } else {
+                _mm512_sub_ps(_mm512_setzero_ps(), g)
+            };
+            let e = exp16(arg);
             let y = _mm512_mul_ps(_mm512_div_ps(g, _mm512_add_ps(c(1.0), e)), u);
             _mm512_mask_storeu_ps(out.as_mut_ptr().add(i), m, y);
         }
