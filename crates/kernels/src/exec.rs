@@ -158,13 +158,7 @@ impl Executor {
         tiles: std::ops::Range<usize>,
         out: &mut [f32],
     ) -> Result<(), KernelError> {
-        x.check()?;
-        if x.k() != w.k() {
-            return Err(KernelError::KMismatch {
-                weights: w.k(),
-                activations: x.k(),
-            });
-        }
+        Self::check_inputs(w, x)?;
         if tiles.start >= tiles.end || tiles.end > w.n_tiles() {
             return Err(KernelError::ColumnOutOfRange {
                 col: (tiles.end * TILE).min(u32::MAX as usize) as u32,
@@ -172,13 +166,7 @@ impl Executor {
             });
         }
         let width = (tiles.end * TILE).min(w.n()) - tiles.start * TILE;
-        let expected = x.rows().saturating_mul(width);
-        if out.len() != expected {
-            return Err(KernelError::OutputLength {
-                expected,
-                actual: out.len(),
-            });
-        }
+        Self::check_len(x.rows().saturating_mul(width), out)?;
         if x.rows() == 0 {
             return Ok(());
         }
@@ -193,8 +181,15 @@ impl Executor {
         })
     }
 
-    /// The shapes `matmul` and `matmul_columns` accept.
+    /// The shapes `matmul` and `matmul_columns` accept (`matmul_block` checks its own output).
     fn check(&self, w: &PackedMatrix, x: &QuantizedRows, out: &[f32]) -> Result<(), KernelError> {
+        Self::check_inputs(w, x)?;
+        // rows · n ≤ out.len() when it matches, so an overflow can only mean a mismatch.
+        Self::check_len(x.rows().saturating_mul(w.n()), out)
+    }
+
+    /// Valid activations with the weights' inner dimension.
+    fn check_inputs(w: &PackedMatrix, x: &QuantizedRows) -> Result<(), KernelError> {
         x.check()?;
         if x.k() != w.k() {
             return Err(KernelError::KMismatch {
@@ -202,8 +197,10 @@ impl Executor {
                 activations: x.k(),
             });
         }
-        // rows · n ≤ out.len() when it matches, so an overflow can only mean a mismatch.
-        let expected = x.rows().saturating_mul(w.n());
+        Ok(())
+    }
+
+    fn check_len(expected: usize, out: &[f32]) -> Result<(), KernelError> {
         if out.len() != expected {
             return Err(KernelError::OutputLength {
                 expected,
