@@ -84,6 +84,9 @@ enum BenchCommand {
         /// The bandwidth probe's buffer (make it several times the last-level cache).
         #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(64..=16384))]
         buffer_mib: u64,
+        /// Node counts whose forward is profiled phase by phase at each prefix.
+        #[arg(long, value_delimiter = ',', default_value = "1,16")]
+        profile: Vec<usize>,
         #[command(flatten)]
         model: ModelArgs,
     },
@@ -102,10 +105,18 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             repeats,
             prefix,
             buffer_mib,
+            profile,
             model,
         }) => {
             anyhow::ensure!(!prefix.is_empty(), "give at least one --prefix");
-            crate::roofline::run(&model, repeats, &prefix, buffer_mib as usize, json)
+            crate::roofline::run(
+                &model,
+                repeats,
+                &prefix,
+                buffer_mib as usize,
+                &profile,
+                json,
+            )
         }
         None => {
             let path = args
@@ -158,28 +169,9 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// The forward cost curve: milliseconds of one forward over n = 1, 2, 4, ..., 64 chained
 /// nodes after `prefix` committed tokens (median of `repeats` interleaved timings).
 pub fn cost_curve(loaded: &Loaded, repeats: usize, prefix: usize) -> anyhow::Result<CostCurve> {
-    let model = &loaded.model;
     let max = *SIZES.last().expect("sizes");
-    let limit = model.config().context_length;
-    anyhow::ensure!(
-        prefix + max <= limit,
-        "--prefix {prefix} plus {max} nodes exceeds the model's context ({limit})"
-    );
-    // A real passage, repeated as often as the prefix needs (cost does not depend on
-    // which tokens they are).
-    let text = include_str!("../../../data/passage.txt");
-    let one = loaded.tokenizer.encode(text, false)?;
-    anyhow::ensure!(!one.is_empty(), "empty passage");
-    let tokens: Vec<u32> = one.iter().copied().cycle().take(prefix + max).collect();
-    let mut seq = model.new_sequence();
-    for chunk in tokens[..prefix].chunks(512) {
-        model.forward(&mut [SeqInput {
-            seq: &mut seq,
-            nodes: &Node::chain(chunk),
-            want: Want::None,
-        }])?;
-        seq.commit_all()?;
-    }
+    let (mut seq, tokens) = prefilled(loaded, prefix, max)?;
+    let model = &loaded.model;
     let mut times = vec![Vec::new(); SIZES.len()];
     // One untimed round warms caches and the thread pool.
     for round in 0..repeats.max(1) + 1 {
@@ -205,6 +197,38 @@ pub fn cost_curve(loaded: &Loaded, repeats: usize, prefix: usize) -> anyhow::Res
             .map(|(&n, t)| (n, median(t)))
             .collect(),
     ))
+}
+
+/// A sequence holding `prefix` committed tokens of a real passage, and the passage's
+/// tokens (repeated as often as needed) for `prefix + extra` positions, the rest to feed
+/// as nodes.
+pub fn prefilled(
+    loaded: &Loaded,
+    prefix: usize,
+    extra: usize,
+) -> anyhow::Result<(specdec_runtime::Sequence, Vec<u32>)> {
+    let model = &loaded.model;
+    let limit = model.config().context_length;
+    anyhow::ensure!(
+        prefix + extra <= limit,
+        "--prefix {prefix} plus {extra} nodes exceeds the model's context ({limit})"
+    );
+    // A real passage, repeated as often as the prefix needs (cost does not depend on
+    // which tokens they are).
+    let text = include_str!("../../../data/passage.txt");
+    let one = loaded.tokenizer.encode(text, false)?;
+    anyhow::ensure!(!one.is_empty(), "empty passage");
+    let tokens: Vec<u32> = one.iter().copied().cycle().take(prefix + extra).collect();
+    let mut seq = model.new_sequence();
+    for chunk in tokens[..prefix].chunks(512) {
+        model.forward(&mut [SeqInput {
+            seq: &mut seq,
+            nodes: &Node::chain(chunk),
+            want: Want::None,
+        }])?;
+        seq.commit_all()?;
+    }
+    Ok((seq, tokens))
 }
 
 /// Measured forward cost by node count (see [`cost_curve`]).

@@ -4,10 +4,10 @@
 //! for the matrices, f32 FMA for attention); the fraction achieved is floor / measured.
 
 use serde::Serialize;
-use specdec_runtime::{Ceilings, ForwardWork};
+use specdec_runtime::{Ceilings, ForwardWork, Node, SeqInput, Want};
 
-use crate::bench::cost_curve;
-use crate::common::{self, ModelArgs};
+use crate::bench::{cost_curve, prefilled};
+use crate::common::{self, Loaded, ModelArgs};
 
 #[derive(Serialize)]
 struct Row {
@@ -33,11 +33,140 @@ fn floor_ms(w: ForwardWork, c: &Ceilings) -> (f64, &'static str) {
     }
 }
 
+/// One phase of a profiled forward.
+#[derive(Serialize)]
+struct PhaseRow {
+    phase: &'static str,
+    ms: f64,
+    share: f64,
+    /// The phase's own floor (matrix phases only).
+    floor_ms: Option<f64>,
+}
+
+/// Where the time of one forward size goes.
+#[derive(Serialize)]
+struct Profile {
+    prefix: usize,
+    n: usize,
+    forward_ms: f64,
+    phases: Vec<PhaseRow>,
+    /// Forward time no phase claims (final norm, splitting logits, the loop itself).
+    other_ms: f64,
+    dispatches: f64,
+    barrier_wait_ms: f64,
+    /// An empty job's fork and join, measured alone.
+    empty_dispatch_us: f64,
+}
+
+/// Runs `repeats` forwards of `n` chained nodes after `prefix` with profiling on.
+fn profile(
+    loaded: &Loaded,
+    c: &Ceilings,
+    prefix: usize,
+    n: usize,
+    repeats: usize,
+    empty_dispatch_us: f64,
+) -> anyhow::Result<Profile> {
+    let model = &loaded.model;
+    let (mut seq, tokens) = prefilled(loaded, prefix, n)?;
+    let nodes = Node::chain(&tokens[prefix..prefix + n]);
+    let forward = |seq: &mut specdec_runtime::Sequence| {
+        model.forward(&mut [SeqInput {
+            seq,
+            nodes: &nodes,
+            want: Want::All,
+        }])
+    };
+    for _ in 0..3 {
+        forward(&mut seq)?;
+    }
+    model.set_profiling(true);
+    let runs = (0..repeats.max(1)).try_for_each(|_| forward(&mut seq).map(drop));
+    model.set_profiling(false);
+    runs?;
+    let p = model.take_profile();
+    let per = |ns: u64| ns as f64 / 1e6 / p.forwards.max(1) as f64;
+    let forward_ms = per(p.total_ns);
+    let phases: Vec<PhaseRow> = p
+        .phase_ns
+        .iter()
+        .map(|&(phase, ns)| PhaseRow {
+            phase: phase.name(),
+            ms: per(ns),
+            share: per(ns) / forward_ms,
+            floor_ms: model.matrix_work(phase, n).map(|w| floor_ms(w, c).0),
+        })
+        .collect();
+    let claimed: f64 = phases.iter().map(|r| r.ms).sum();
+    Ok(Profile {
+        prefix,
+        n,
+        forward_ms,
+        other_ms: forward_ms - claimed,
+        phases,
+        dispatches: p.dispatches as f64 / p.forwards.max(1) as f64,
+        barrier_wait_ms: per(p.barrier_wait_ns),
+        empty_dispatch_us,
+    })
+}
+
+/// Microseconds of one empty job's fork and join on the executor's pool (median of
+/// batches).
+fn empty_dispatch_us(exec: &specdec_runtime::Executor) -> anyhow::Result<f64> {
+    let mut per = Vec::new();
+    for _ in 0..9 {
+        let t = std::time::Instant::now();
+        for _ in 0..2000 {
+            exec.for_each(exec.threads(), &|_| {})?;
+        }
+        per.push(t.elapsed().as_secs_f64() * 1e6 / 2000.0);
+    }
+    per.sort_by(f64::total_cmp);
+    Ok(per[per.len() / 2])
+}
+
+fn print_profile(p: &Profile) {
+    println!(
+        "\nprofile, prefix {} n {}: {:.2} ms per forward",
+        p.prefix, p.n, p.forward_ms
+    );
+    println!(
+        "{:>16} {:>8} {:>7} {:>9} {:>9}",
+        "phase", "ms", "share", "floor ms", "fraction"
+    );
+    for r in &p.phases {
+        let (floor, frac) = match r.floor_ms {
+            Some(f) => (format!("{f:.2}"), format!("{:.0}%", 100.0 * f / r.ms)),
+            None => (String::new(), String::new()),
+        };
+        println!(
+            "{:>16} {:>8.3} {:>6.1}% {floor:>9} {frac:>9}",
+            r.phase,
+            r.ms,
+            100.0 * r.share
+        );
+    }
+    println!(
+        "{:>16} {:>8.3} {:>6.1}%",
+        "other",
+        p.other_ms,
+        100.0 * p.other_ms / p.forward_ms
+    );
+    println!(
+        "sync: {:.0} dispatches per forward (an empty one costs {:.2} µs: {:.2} ms), the caller waited {:.3} ms at joins",
+        p.dispatches,
+        p.empty_dispatch_us,
+        p.dispatches * p.empty_dispatch_us / 1e3,
+        p.barrier_wait_ms
+    );
+}
+
 pub fn run(
     args: &ModelArgs,
     repeats: usize,
     prefixes: &[usize],
     buffer_mib: usize,
+    profile_nodes: &[usize],
     json: bool,
 ) -> anyhow::Result<()> {
     let loaded = common::load(args)?;
@@ -63,10 +192,18 @@ pub fn run(
             });
         }
     }
+    let empty = empty_dispatch_us(exec)?;
+    let mut profiles = Vec::new();
+    for &prefix in prefixes {
+        for &n in profile_nodes {
+            profiles.push(profile(&loaded, &c, prefix, n, repeats * 4, empty)?);
+        }
+    }
     if json {
         println!(
             "{}",
             serde_json::json!({
+                "profiles": profiles,
                 "threads": exec.threads(),
                 "isa": exec.isa().name(),
                 "read_gb_per_s": c.read_bytes_per_s / 1e9,
@@ -108,5 +245,6 @@ pub fn run(
             r.floor_ratio_to_one
         );
     }
+    profiles.iter().for_each(print_profile);
     Ok(())
 }

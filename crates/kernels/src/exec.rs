@@ -4,7 +4,7 @@
 use crate::error::KernelError;
 use crate::isa::Isa;
 use crate::pack::{PackedMatrix, TILE};
-use crate::pool::Pool;
+use crate::pool::{Pool, SyncStats};
 use crate::quant::QuantizedRows;
 use crate::simd::vecops::VecOps;
 use crate::simd::{self, Job};
@@ -52,6 +52,17 @@ impl Executor {
 
     pub fn isa(&self) -> Isa {
         self.isa
+    }
+
+    /// Starts (or stops) counting this executor's dispatches and barrier waits (see
+    /// [`Executor::take_sync_stats`]); off, the count costs one relaxed load per dispatch.
+    pub fn set_profiling(&self, on: bool) {
+        self.pool.set_profiling(on);
+    }
+
+    /// Dispatches and barrier waits counted since the last call (zeroed by it).
+    pub fn take_sync_stats(&self) -> SyncStats {
+        self.pool.take_sync_stats()
     }
 
     /// The f32 vector primitives (attention) on this executor's instruction set.
@@ -218,7 +229,12 @@ impl Executor {
         out: &mut [f32],
     ) -> Option<()> {
         use std::arch::is_x86_feature_detected as has;
-        if !(has!("avx512f") && has!("avx512vl") && has!("avx512vnni") && has!("fma")) {
+        if !(has!("avx512f")
+            && has!("avx512vl")
+            && has!("avx512vnni")
+            && has!("fma")
+            && has!("f16c"))
+        {
             return None;
         }
         assert_eq!(out.len(), x.rows() * w.n());

@@ -40,8 +40,9 @@ impl Isa {
                         && has!("avx2")
                         && has!("fma")
                 }
-                Isa::AvxVnni => has!("avx2") && has!("fma") && has!("avxvnni"),
-                Isa::Avx2 => has!("avx2") && has!("fma"),
+                // F16C widens the packed f16 scales (every AVX2 CPU has it).
+                Isa::AvxVnni => has!("avx2") && has!("fma") && has!("f16c") && has!("avxvnni"),
+                Isa::Avx2 => has!("avx2") && has!("fma") && has!("f16c"),
                 Isa::Scalar => true,
             }
         }

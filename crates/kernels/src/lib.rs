@@ -36,6 +36,7 @@ pub use error::KernelError;
 pub use exec::Executor;
 pub use isa::Isa;
 pub use pack::{PackedMatrix, WeightFormat};
+pub use pool::SyncStats;
 pub use quant::QuantizedRows;
 pub use roofline::Ceilings;
 pub use simd::vecops::{kt_index, VecOps};

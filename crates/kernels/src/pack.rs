@@ -1,7 +1,10 @@
 //! Weight repacking: GGML blocks → 32-column tiles laid out for `vpdpbusd`.
 //!
 //! Per (tile, k-block) one contiguous, 64-byte-aligned record:
-//! - 32 × f32 block scales `d` (columns 0..32 of the tile), and for Q4_1 then 32 × f32 mins;
+//! - 32 × f16 block scales `d` (columns 0..32 of the tile, the file's own bits), and for
+//!   Q4_1 then 32 × f16 mins: the kernels widen them to f32 (exact), so a record is no
+//!   larger than the GGML blocks it holds and a forward streams the file's bytes, not
+//!   20% more;
 //! - the quants as 64-byte vectors, vector `(p, g)` at `quant_offset + (2p + g) · 64`,
 //!   where `g` is the 16-column group and column `c` of the group owns bytes `4c..4c+4`:
 //!   - Q8_0, `p` in 0..8: weights `q + 128` (unsigned) for k = 4p..4p+4;
@@ -19,8 +22,8 @@ use half::f16;
 
 /// Output columns per tile.
 pub(crate) const TILE: usize = 32;
-/// Bytes of the f32 scale (or min) array of one record.
-const SCALES: usize = TILE * 4;
+/// Bytes of the f16 scale (or min) array of one record.
+pub(crate) const SCALES: usize = TILE * 2;
 
 /// GGML quantized weight formats this crate packs.
 #[allow(non_camel_case_types)]
@@ -181,19 +184,19 @@ impl PackedMatrix {
     }
 }
 
-fn f16_at(b: &[u8], at: usize) -> f32 {
-    f16::from_le_bytes([b[at], b[at + 1]]).to_f32()
+fn f16_le(b: &[u8], at: usize) -> f16 {
+    f16::from_le_bytes([b[at], b[at + 1]])
 }
 
 /// Writes column `j` (0..32) of one record from one GGML block.
 fn pack_block(format: WeightFormat, block: &[u8], j: usize, rec: &mut [u8]) {
     let (g, c) = (j / 16, j % 16);
-    rec[4 * j..4 * j + 4].copy_from_slice(&f16_at(block, 0).to_ne_bytes());
+    rec[2 * j..2 * j + 2].copy_from_slice(&f16_le(block, 0).to_ne_bytes());
     let qo = format.quant_offset();
     let qs = match format {
         WeightFormat::Q4_1 => {
-            let m = f16_at(block, 2).to_ne_bytes();
-            rec[SCALES + 4 * j..SCALES + 4 * j + 4].copy_from_slice(&m);
+            let m = f16_le(block, 2).to_ne_bytes();
+            rec[SCALES + 2 * j..SCALES + 2 * j + 2].copy_from_slice(&m);
             &block[4..]
         }
         _ => &block[2..],
@@ -225,9 +228,10 @@ mod tests {
         for f in [WeightFormat::Q4_0, WeightFormat::Q4_1, WeightFormat::Q8_0] {
             assert_eq!(f.record_bytes() % 64, 0);
         }
-        assert_eq!(WeightFormat::Q8_0.record_bytes(), 1152);
-        assert_eq!(WeightFormat::Q4_1.record_bytes(), 768);
-        assert_eq!(WeightFormat::Q4_0.record_bytes(), 640);
+        // No larger than the GGML blocks they hold (32 columns × 34, 20, 18 bytes).
+        assert_eq!(WeightFormat::Q8_0.record_bytes(), 1088);
+        assert_eq!(WeightFormat::Q4_1.record_bytes(), 640);
+        assert_eq!(WeightFormat::Q4_0.record_bytes(), 576);
     }
 
     #[test]
@@ -240,10 +244,13 @@ mod tests {
         }
         let mut rec = vec![0u8; WeightFormat::Q8_0.record_bytes()];
         pack_block(WeightFormat::Q8_0, &block, 17, &mut rec);
-        assert_eq!(f32::from_ne_bytes(rec[68..72].try_into().unwrap()), 0.5);
+        assert_eq!(
+            f16::from_ne_bytes(rec[34..36].try_into().unwrap()).to_f32(),
+            0.5
+        );
         for kk in 0..32 {
             let (p, i) = (kk / 4, kk % 4);
-            let byte = rec[128 + (2 * p + 1) * 64 + 4 + i];
+            let byte = rec[64 + (2 * p + 1) * 64 + 4 + i];
             assert_eq!(byte as i32 - 128, kk as i32 - 16);
         }
     }

@@ -55,6 +55,25 @@ pub(crate) struct Pool {
     workers: Vec<JoinHandle<()>>,
     /// One dispatch at a time (the job slot is single).
     dispatch: Mutex<()>,
+    /// Dispatch counts and barrier waits, kept only while profiling (off: one load).
+    sync: SyncCounters,
+}
+
+/// What a profile learns of the pool: how many jobs were dispatched and how long the
+/// dispatching thread waited at their barriers after finishing its own shares.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SyncStats {
+    /// Jobs dispatched (each one fork and one join).
+    pub dispatches: u64,
+    /// Nanoseconds the dispatcher spent waiting for the other threads' shares.
+    pub wait_ns: u64,
+}
+
+#[derive(Default)]
+struct SyncCounters {
+    on: AtomicBool,
+    dispatches: AtomicU64,
+    wait_ns: AtomicU64,
 }
 
 impl Pool {
@@ -85,6 +104,20 @@ impl Pool {
             shared,
             workers,
             dispatch: Mutex::new(()),
+            sync: SyncCounters::default(),
+        }
+    }
+
+    /// Starts (or stops) counting dispatches and barrier waits.
+    pub(crate) fn set_profiling(&self, on: bool) {
+        self.sync.on.store(on, Relaxed);
+    }
+
+    /// The counts since the last call, which zeroes them.
+    pub(crate) fn take_sync_stats(&self) -> SyncStats {
+        SyncStats {
+            dispatches: self.sync.dispatches.swap(0, Relaxed),
+            wait_ns: self.sync.wait_ns.swap(0, Relaxed),
         }
     }
 
@@ -100,6 +133,10 @@ impl Pool {
     /// Runs `f(i)` once for every share i in 0..shares(), on the calling thread and the
     /// workers, returning when all are done. Returns false if any share panicked.
     pub(crate) fn run(&self, f: &(dyn Fn(usize) + Sync)) -> bool {
+        let profiling = self.sync.on.load(Relaxed);
+        if profiling {
+            self.sync.dispatches.fetch_add(1, Relaxed);
+        }
         if self.workers.is_empty() {
             return catch_unwind(AssertUnwindSafe(|| (0..CHUNKS).for_each(f))).is_ok();
         }
@@ -117,10 +154,15 @@ impl Pool {
             }
         }
         claim_and_run(s, generation, 0);
+        let waiting = profiling.then(Instant::now);
         // Shares claimed by workers may still run, borrowing `job` from this frame.
         let mut backoff = Backoff::new();
         while s.pending.load(Acquire) != 0 {
             backoff.snooze();
+        }
+        if let Some(t) = waiting {
+            let ns = t.elapsed().as_nanos() as u64;
+            self.sync.wait_ns.fetch_add(ns, Relaxed);
         }
         !s.panicked.load(Relaxed)
     }

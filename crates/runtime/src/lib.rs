@@ -22,7 +22,7 @@ pub use arch::{Activation, ArchSpec, LayerSpec, OutputHead, RopeSpec};
 pub use config::{Arch, ModelConfig, RopeStyle};
 pub use fake::FakeTarget;
 pub use kv::Sequence;
-pub use model::{ForwardWork, Logits, Model, SeqInput, Want};
+pub use model::{ForwardProfile, ForwardWork, Logits, Model, Phase, SeqInput, Want};
 pub use specdec_kernels::{Ceilings, Executor, Isa};
 pub use specdec_tree::{Node, TokenTree};
 pub use target::Target;

@@ -9,8 +9,8 @@ use crate::pack::WeightFormat;
 use std::arch::x86_64::*;
 
 /// # Safety
-/// AVX2 and FMA available, and the contract of [`drive`].
-#[target_feature(enable = "avx2,fma")]
+/// AVX2, FMA and F16C available, and the contract of [`drive`].
+#[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn run(job: &Job, tiles: std::ops::Range<usize>) {
     // SAFETY: forwarded; everything below is inlined into this feature-enabled function.
     unsafe {

@@ -2,7 +2,7 @@
 //! per block, f32 accumulators in registers across blocks.
 
 use super::{drive, prefetch, quad, Job, Tile, TileKernel};
-use crate::pack::WeightFormat;
+use crate::pack::{WeightFormat, SCALES};
 use std::arch::x86_64::*;
 
 /// # Safety
@@ -40,7 +40,7 @@ impl TileKernel for Q8 {
                     let c = _mm512_set1_epi32((*t.m[r].add(b)).c128);
                     [c, c]
                 });
-                let q = rec.add(128);
+                let q = rec.add(SCALES);
                 for p in 0..8 {
                     let w0 = _mm512_load_si512(q.add(p * 128).cast());
                     let w1 = _mm512_load_si512(q.add(p * 128 + 64).cast());
@@ -114,11 +114,13 @@ unsafe fn epilogue<const R: usize, const MIN: bool>(
     isum: &[[__m512i; 2]; R],
     acc: &mut [[__m512; 2]; R],
 ) {
-    // SAFETY: scales at rec[0..128], mins at rec[128..256] (Q4_1 only).
+    // SAFETY: f16 scales at rec[0..64], mins at rec[64..128] (Q4_1 only), 32-aligned
+    // halves; widening f16 to f32 is exact.
     unsafe {
-        let dw = [0, 64].map(|o| _mm512_load_ps(rec.add(o).cast()));
+        let wide = |o: usize| _mm512_cvtph_ps(_mm256_load_si256(rec.add(o).cast()));
+        let dw = [0, 32].map(wide);
         let mw = if MIN {
-            [128, 192].map(|o| _mm512_load_ps(rec.add(o).cast()))
+            [SCALES, SCALES + 32].map(wide)
         } else {
             dw
         };

@@ -6,8 +6,8 @@ use crate::pack::WeightFormat;
 use std::arch::x86_64::*;
 
 /// # Safety
-/// AVX2, FMA and AVX-VNNI available, and the contract of [`drive`].
-#[target_feature(enable = "avx2,fma,avxvnni")]
+/// AVX2, FMA, F16C and AVX-VNNI available, and the contract of [`drive`].
+#[target_feature(enable = "avx2,fma,f16c,avxvnni")]
 pub(super) unsafe fn run(job: &Job, tiles: std::ops::Range<usize>) {
     // SAFETY: forwarded; everything below is inlined into this feature-enabled function.
     unsafe { by_format::<VexDot>(job, tiles) }
@@ -17,9 +17,9 @@ pub(super) unsafe fn run(job: &Job, tiles: std::ops::Range<usize>) {
 /// on CPUs without AVX-VNNI.
 ///
 /// # Safety
-/// AVX2, FMA, AVX-512 F/VL/VNNI available, and the contract of [`drive`].
+/// AVX2, FMA, F16C, AVX-512 F/VL/VNNI available, and the contract of [`drive`].
 #[cfg(test)]
-#[target_feature(enable = "avx2,fma,avx512f,avx512vl,avx512vnni")]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
 pub(super) unsafe fn run_evex(job: &Job, tiles: std::ops::Range<usize>) {
     // SAFETY: forwarded.
     unsafe { by_format::<EvexDot>(job, tiles) }

@@ -2,7 +2,7 @@
 //! It is the reference every SIMD path must match bit for bit.
 
 use super::{drive, Job, Tile, TileKernel};
-use crate::pack::{WeightFormat, TILE};
+use crate::pack::{WeightFormat, SCALES, TILE};
 use crate::quant::BlockMeta;
 use crate::quant::QK;
 
@@ -66,16 +66,17 @@ fn row(format: WeightFormat, rec: usize, w: &[u8], x: &[i8], meta: &[BlockMeta])
                     }
                 }
             };
-            let dw = f32_at(rec, 4 * j);
+            let dw = f16_at(rec, 2 * j);
             *acc = (isum as f32).mul_add(dw * m.d, *acc);
             if format == WeightFormat::Q4_1 {
-                *acc = f32_at(rec, 128 + 4 * j).mul_add(m.sx, *acc);
+                *acc = f16_at(rec, SCALES + 2 * j).mul_add(m.sx, *acc);
             }
         }
     }
     acc
 }
 
-fn f32_at(b: &[u8], at: usize) -> f32 {
-    f32::from_ne_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+/// The record's f16 at `at`, widened (exactly).
+fn f16_at(b: &[u8], at: usize) -> f32 {
+    half::f16::from_ne_bytes([b[at], b[at + 1]]).to_f32()
 }

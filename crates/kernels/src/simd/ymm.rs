@@ -4,6 +4,7 @@
 //! Only the integer dot step differs between the two paths (`Dot256`).
 
 use super::{prefetch, quad, Job, Prefetch, Tile, TileKernel};
+use crate::pack::SCALES;
 use std::arch::x86_64::*;
 use std::marker::PhantomData;
 
@@ -43,7 +44,7 @@ impl<D: Dot256> TileKernel for Q8<D> {
                         isum[r] = _mm256_set1_epi32((*t.m[r].add(b)).c128);
                     }
                 }
-                let q = rec.add(128 + voff);
+                let q = rec.add(SCALES + voff);
                 for p in 0..8 {
                     let w = D::prep_q8(_mm256_load_si256(q.add(p * 128).cast()));
                     for r in 0..R {
@@ -97,8 +98,8 @@ unsafe fn sub_tiles<const R: usize, const MIN: bool>(
     t: &Tile<R>,
     mut block: impl FnMut(*const u8, usize, usize, &mut [__m256i; R]),
 ) {
-    // SAFETY: records span `job.rec` 64-aligned bytes; scales at s·32 and mins at
-    // 128 + s·32 are 32-aligned; outputs are written only below `t.valid`.
+    // SAFETY: records span `job.rec` 64-aligned bytes; f16 scales at s·16 and mins at
+    // 64 + s·16 are 16-aligned; outputs are written only below `t.valid`.
     unsafe {
         for s in 0..4 {
             let col = s * 8;
@@ -119,12 +120,10 @@ unsafe fn sub_tiles<const R: usize, const MIN: bool>(
                 prefetch(&pf, b * job.rec, job.rec);
                 let mut isum = [_mm256_setzero_si256(); R];
                 block(rec, voff, b, &mut isum);
-                let dw = _mm256_load_ps(rec.add(col * 4).cast());
-                let mw = if MIN {
-                    _mm256_load_ps(rec.add(128 + col * 4).cast())
-                } else {
-                    dw
-                };
+                // f16 scales (and mins) widened exactly to f32.
+                let wide = |o: usize| _mm256_cvtph_ps(_mm_load_si128(rec.add(o).cast()));
+                let dw = wide(col * 2);
+                let mw = if MIN { wide(SCALES + col * 2) } else { dw };
                 for r in 0..R {
                     let m = &*t.m[r].add(b);
                     let scale = _mm256_mul_ps(dw, _mm256_set1_ps(m.d));

@@ -2,7 +2,7 @@
 //! reads and the multiply-adds it computes. A roofline divides these by the machine's
 //! ceilings to get the time no forward of that shape can beat.
 
-use super::Model;
+use super::{Model, Phase};
 
 /// The work of one forward of `rows` nodes, each with logits, after `prefix` cached
 /// positions.
@@ -20,6 +20,26 @@ pub struct ForwardWork {
 }
 
 impl Model {
+    /// The least the matrix phase `phase` (q/k/v, o, gate/up, down or the head) must read
+    /// and compute in a forward of `rows` rows: its matrices read once, every row through
+    /// them. `None` for the other phases.
+    pub fn matrix_work(&self, phase: Phase, rows: usize) -> Option<ForwardWork> {
+        let w = &self.weights;
+        let matrices: Vec<&specdec_kernels::PackedMatrix> = match phase {
+            Phase::Qkv => w.layers.iter().map(|l| &l.qkv).collect(),
+            Phase::AttnOut => w.layers.iter().map(|l| &l.o).collect(),
+            Phase::GateUp => w.layers.iter().map(|l| &l.gate_up).collect(),
+            Phase::Down => w.layers.iter().map(|l| &l.down).collect(),
+            Phase::Head => vec![&w.head],
+            _ => return None,
+        };
+        Some(ForwardWork {
+            bytes: matrices.iter().map(|m| m.packed_bytes() as u64).sum(),
+            int8_macs: matrices.iter().map(|m| (m.n() * m.k() * rows) as u64).sum(),
+            f32_macs: 0,
+        })
+    }
+
     /// The least a forward of `rows` nodes (all with logits) after `prefix` cached
     /// positions must read and compute.
     pub fn forward_work(&self, prefix: usize, rows: usize) -> ForwardWork {

@@ -37,6 +37,7 @@ impl Model {
             weights,
             ropes,
             exec,
+            profiler: Default::default(),
         })
     }
 }

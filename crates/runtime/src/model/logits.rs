@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use specdec_kernels::QuantizedRows;
 
-use super::{Logits, Model, SeqInput, Want};
+use super::{Logits, Model, Phase, SeqInput, Want};
 use crate::batch::{keep_columns, split_logits, Batch};
 use crate::{ops, RuntimeError};
 
@@ -88,7 +88,9 @@ impl Model {
                 let c0 = t0 * 32;
                 let width = (t1 * 32).min(vocab) - c0;
                 out.resize(rows * width, 0.0);
+                let t = self.profiler.start();
                 self.exec.matmul_block(head, qrows, t0..t1, &mut out)?;
+                self.profiler.add(Phase::Head, t);
                 // Rows on the pool's threads; each row's columns in order.
                 self.exec.for_each(rows, &|r| {
                     let mut b = best[r].lock().expect("no holder panics");
@@ -151,7 +153,7 @@ impl Model {
         let sparse = sparse_tiles <= 2 * head.n_tiles();
         if !sparse || columns.iter().all(Option::is_none) {
             if picked > 0 {
-                self.matmul(head, &normed, picked, qrows, &mut all)?;
+                self.matmul(Phase::Head, head, &normed, picked, qrows, &mut all)?;
             }
             for (row, cols) in all.chunks_exact_mut(vocab).zip(&columns) {
                 if let Some(cols) = cols {
@@ -170,7 +172,7 @@ impl Model {
                 .copied()
                 .collect();
             let mut out = vec![0f32; full.len() * vocab];
-            self.matmul(head, &xs, full.len(), qrows, &mut out)?;
+            self.matmul(Phase::Head, head, &xs, full.len(), qrows, &mut out)?;
             for (i, &r) in full.iter().enumerate() {
                 all[r * vocab..(r + 1) * vocab].copy_from_slice(&out[i * vocab..(i + 1) * vocab]);
             }

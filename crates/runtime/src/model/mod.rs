@@ -6,6 +6,7 @@ mod attention;
 mod footprint;
 mod load;
 mod logits;
+mod profile;
 mod rows;
 
 use std::ops::Range;
@@ -23,6 +24,8 @@ use crate::Node;
 
 use crate::RuntimeError;
 pub use footprint::ForwardWork;
+use profile::Profiler;
+pub use profile::{ForwardProfile, Phase};
 
 /// Which nodes of an input need logits.
 #[derive(Clone, Debug)]
@@ -123,6 +126,7 @@ pub struct Model {
     /// One per table of `spec.ropes`.
     ropes: Vec<Rope>,
     exec: Executor,
+    profiler: Profiler,
 }
 
 impl Model {
@@ -139,6 +143,19 @@ impl Model {
         &self.exec
     }
 
+    /// Starts (or stops) timing the phases of every forward (see [`Model::take_profile`]);
+    /// off, it costs a relaxed load per phase.
+    pub fn set_profiling(&self, on: bool) {
+        self.profiler.set(on);
+        self.exec.set_profiling(on);
+    }
+
+    /// The phases' times and the thread pool's dispatches and barrier waits since the
+    /// last take (zeroed by it).
+    pub fn take_profile(&self) -> ForwardProfile {
+        self.profiler.take(self.exec.take_sync_stats())
+    }
+
     /// A new empty sequence.
     pub fn new_sequence(&self) -> Sequence {
         Sequence::new(
@@ -153,6 +170,15 @@ impl Model {
     /// logits. Node keys and values go to each sequence's scratch rows until `commit`.
     /// A node's logits are bit-identical however the nodes are batched.
     pub fn forward(&self, inputs: &mut [SeqInput<'_>]) -> Result<Vec<Logits>, RuntimeError> {
+        let t = self.profiler.start();
+        let out = self.forward_layers(inputs);
+        self.profiler.add_forward(t);
+        out
+    }
+
+    fn forward_layers(&self, inputs: &mut [SeqInput<'_>]) -> Result<Vec<Logits>, RuntimeError> {
+        let prof = &self.profiler;
+        let t = prof.start();
         let cfg = &self.config;
         let (h, qd, kvd) = (cfg.hidden, cfg.q_dim(), cfg.kv_dim());
         let Batch {
@@ -181,10 +207,14 @@ impl Model {
         let blocks = self.attention_blocks(&input_rows);
         let positions = rows.iter().map(|r| r.pos + 1).max().unwrap_or(0);
         let ropes: Vec<RopeTable<'_>> = self.ropes.iter().map(|r| r.table(positions)).collect();
+        prof.add(Phase::Setup, t);
         let layers = self.weights.layers.iter().zip(&self.spec.layers);
         for (li, (layer, spec)) in layers.enumerate() {
+            let t = prof.start();
             self.norm_rows(&x, &layer.attn_norm, &mut xn);
-            self.matmul(&layer.qkv, &xn, n, &mut qrows, &mut qkv)?;
+            prof.add(Phase::Norms, t);
+            self.matmul(Phase::Qkv, &layer.qkv, &xn, n, &mut qrows, &mut qkv)?;
+            let t = prof.start();
             for (r, info) in rows.iter().enumerate() {
                 let row = &mut qkv[r * (qd + 2 * kvd)..(r + 1) * (qd + 2 * kvd)];
                 if let Some(b) = &layer.qkv_bias {
@@ -199,14 +229,30 @@ impl Model {
                 let slot = seq.len() + info.node;
                 seq.write(li, slot, &row[qd..qd + kvd], &row[qd + kvd..]);
             }
+            prof.add(Phase::RopeKv, t);
+            let t = prof.start();
             self.attention(inputs, &rows, &blocks, &paths, li, &qkv, &mut attn)?;
-            self.matmul(&layer.o, &attn, n, &mut qrows, &mut proj)?;
+            prof.add(Phase::Attention, t);
+            self.matmul(Phase::AttnOut, &layer.o, &attn, n, &mut qrows, &mut proj)?;
+            let t = prof.start();
             self.add_residual(&mut x, &proj, layer.post_attn_norm.as_deref(), &mut xn);
             self.norm_rows(&x, &layer.ffn_norm, &mut xn);
-            self.matmul(&layer.gate_up, &xn, n, &mut qrows, &mut gate_up)?;
+            prof.add(Phase::Norms, t);
+            self.matmul(
+                Phase::GateUp,
+                &layer.gate_up,
+                &xn,
+                n,
+                &mut qrows,
+                &mut gate_up,
+            )?;
+            let t = prof.start();
             self.gated_rows(spec.activation, &gate_up, &mut act)?;
-            self.matmul(&layer.down, &act, n, &mut qrows, &mut proj)?;
+            prof.add(Phase::Activation, t);
+            self.matmul(Phase::Down, &layer.down, &act, n, &mut qrows, &mut proj)?;
+            let t = prof.start();
             self.add_residual(&mut x, &proj, layer.post_ffn_norm.as_deref(), &mut xn);
+            prof.add(Phase::Norms, t);
         }
         drop(ropes);
         Batch::finish(inputs);

@@ -3,7 +3,7 @@
 
 use specdec_kernels::{PackedMatrix, QuantizedRows};
 
-use super::Model;
+use super::{Model, Phase};
 use crate::arch::Activation;
 use crate::{ops, RuntimeError};
 
@@ -84,16 +84,23 @@ impl Model {
         }
     }
 
+    /// `out = x · wᵀ` over `rows` rows, timed as `phase` (its activations' quantization as
+    /// [`Phase::Quantize`]).
     pub(super) fn matmul(
         &self,
+        phase: Phase,
         w: &PackedMatrix,
         x: &[f32],
         rows: usize,
         q: &mut QuantizedRows,
         out: &mut [f32],
     ) -> Result<(), RuntimeError> {
+        let t = self.profiler.start();
         q.quantize_on(&self.exec, &x[..rows * w.k()], rows, w.k());
+        self.profiler.add(Phase::Quantize, t);
+        let t = self.profiler.start();
         self.exec.matmul(w, q, &mut out[..rows * w.n()])?;
+        self.profiler.add(phase, t);
         Ok(())
     }
 }
