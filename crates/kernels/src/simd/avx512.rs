@@ -1,5 +1,5 @@
-//! AVX-512 VNNI kernels: 16 columns per zmm, R rows × 2 column groups of i32 accumulators
-//! per block, f32 accumulators in registers across blocks.
+//! AVX-512 VNNI kernels: 16 columns per zmm, up to 6 rows × 2 column groups of i32
+//! accumulators per block, f32 accumulators in registers across blocks.
 
 use super::{drive, prefetch, quad, Job, Tile, TileKernel};
 use crate::pack::{WeightFormat, SCALES};
@@ -27,6 +27,8 @@ struct Q8;
 struct Q4<const MIN: bool>;
 
 impl TileKernel for Q8 {
+    // 6 rows × 2 groups × (i32 + f32 accumulators) = 24 of the 32 zmm registers.
+    const ROWS: usize = 6;
     #[inline(always)]
     unsafe fn tile<const R: usize>(job: &Job, t: &Tile<R>) {
         // SAFETY: record b of the tile spans `job.rec` bytes, 64-aligned (aligned loads);
@@ -58,6 +60,9 @@ impl TileKernel for Q8 {
 }
 
 impl<const MIN: bool> TileKernel for Q4<MIN> {
+    // As for Q8: 24 accumulator registers, the rest for the unpacked nibbles. Six rows
+    // share each load and unpack (4 did): 2-3% faster from 8 rows on (Zen 4).
+    const ROWS: usize = 6;
     #[inline(always)]
     unsafe fn tile<const R: usize>(job: &Job, t: &Tile<R>) {
         // SAFETY: as for Q8.

@@ -124,16 +124,19 @@ pub(crate) struct Tile<const R: usize> {
     pub valid: usize,
 }
 
-/// A micro-kernel: computes and stores `R` (1..=4) rows × one tile.
+/// A micro-kernel: computes and stores `R` (1..=`ROWS`) rows × one tile.
 pub(crate) trait TileKernel {
+    /// Most rows per call (at most 6): as many as keep every row's accumulators in
+    /// registers, so each weight vector loaded and unpacked serves that many rows.
+    const ROWS: usize = 4;
     /// # Safety
     /// `t` must come from `drive` for a valid `job`, and the ISA of the implementation
     /// must be available.
     unsafe fn tile<const R: usize>(job: &Job, t: &Tile<R>);
 }
 
-/// Runs `K` over `tiles` × all rows: rows in chunks, then tiles, then groups of 4 rows
-/// (and one 1..3 remainder), so each row group reuses a tile while it is in cache.
+/// Runs `K` over `tiles` × all rows: rows in chunks, then tiles, then groups of
+/// `K::ROWS` rows (and one smaller remainder), so each row group reuses a tile while it is in cache.
 ///
 /// # Safety
 /// `job` must describe live buffers (`Job::new`), `tiles` must lie within the matrix,
@@ -155,21 +158,23 @@ pub(crate) unsafe fn drive<K: TileKernel>(job: &Job, tiles: Range<usize>) {
                 std::ptr::null()
             };
             let valid = (job.n - t * TILE).min(TILE);
-            let groups = (r_end - r0).div_ceil(4);
+            let groups = (r_end - r0).div_ceil(K::ROWS);
             let mut r = r0;
             while r < r_end {
-                let step = (r_end - r).min(4);
+                let step = (r_end - r).min(K::ROWS);
                 // Every row group fetches its share of the next tile's lines, so the
                 // requests are spread over the whole tile instead of bursting (a burst
                 // runs out of fill buffers and stalls the compute it should overlap).
                 let pf = Prefetch {
                     base: next,
-                    first_line: (r - r0) / 4,
+                    first_line: (r - r0) / K::ROWS,
                     line_step: groups,
                 };
                 // SAFETY: forwarded from this function's contract; rows r..r+step exist.
                 unsafe {
                     match step {
+                        6 => K::tile::<6>(job, &tile_at(job, w, pf, t, r, valid)),
+                        5 => K::tile::<5>(job, &tile_at(job, w, pf, t, r, valid)),
                         4 => K::tile::<4>(job, &tile_at(job, w, pf, t, r, valid)),
                         3 => K::tile::<3>(job, &tile_at(job, w, pf, t, r, valid)),
                         2 => K::tile::<2>(job, &tile_at(job, w, pf, t, r, valid)),
