@@ -1,0 +1,66 @@
+//! `Model::set_profiling`: a profiled forward gives the same bits as an unprofiled one,
+//! and its profile accounts for it (one forward, its phases within its time, the matrix
+//! phases and the thread pool's dispatches counted). One test in its own binary: the
+//! model is shared, and another test's forwards would be counted too.
+
+mod common;
+
+use specdec_runtime::{Node, Phase, SeqInput, Want};
+
+#[test]
+fn profiling_counts_one_forward_and_changes_no_bits() {
+    let m = common::model();
+    let prefix: Vec<u32> = (0..30).map(|i| (i * 7919 + 13) % 49152).collect();
+    let nodes = Node::chain(&[11, 22, 33, 44, 55, 66]);
+    let run = || {
+        let mut seq = common::prefill(m, &prefix);
+        let out = m
+            .forward(&mut [SeqInput {
+                seq: &mut seq,
+                nodes: &nodes,
+                want: Want::All,
+            }])
+            .expect("forward");
+        (0..nodes.len())
+            .flat_map(|i| common::bits(out[0].get(i).expect("row")))
+            .collect::<Vec<u32>>()
+    };
+    let plain = run();
+    m.take_profile();
+    let mut seq = common::prefill(m, &prefix);
+    m.set_profiling(true);
+    let out = m.forward(&mut [SeqInput {
+        seq: &mut seq,
+        nodes: &nodes,
+        want: Want::All,
+    }]);
+    m.set_profiling(false);
+    let p = m.take_profile();
+    let profiled: Vec<u32> = (0..nodes.len())
+        .flat_map(|i| common::bits(out.as_ref().expect("forward")[0].get(i).expect("row")))
+        .collect();
+    assert_eq!(profiled, plain);
+    assert_eq!(p.forwards, 1);
+    let phases: u64 = p.phase_ns.iter().map(|&(_, ns)| ns).sum();
+    assert!(phases > 0 && phases <= p.total_ns, "{p:?}");
+    for phase in [
+        Phase::Qkv,
+        Phase::AttnOut,
+        Phase::GateUp,
+        Phase::Down,
+        Phase::Head,
+    ] {
+        let ns = p
+            .phase_ns
+            .iter()
+            .find(|(q, _)| *q == phase)
+            .expect("listed")
+            .1;
+        assert!(ns > 0, "{phase:?} not timed: {p:?}");
+    }
+    // 30 layers × 4 matmuls and attention, the head: at least 151 with 2 threads.
+    assert!(p.dispatches >= 151, "{p:?}");
+    // Off again: nothing more is counted.
+    run();
+    assert_eq!(m.take_profile().forwards, 0);
+}
