@@ -6,7 +6,7 @@
 
 mod common;
 
-use specdec_runtime::{Model, Node, SeqInput, Want};
+use specdec_runtime::{Model, Node};
 
 /// FNV-1a over the bits of every logit of a tree (an 8-node chain and a branch) after a
 /// 40-token and after a 600-token prefix (past Gemma's 512-position local window).
@@ -28,18 +28,9 @@ fn tree_hash(m: &Model, prefix: u32, h: &mut u64) {
         token: 999 % vocab,
         parent: Some(2),
     });
-    let out = m
-        .forward(&mut [SeqInput {
-            seq: &mut seq,
-            nodes: &nodes,
-            want: Want::All,
-        }])
-        .expect("forward");
-    for i in 0..nodes.len() {
-        for v in out[0].get(i).expect("all rows wanted") {
-            for b in v.to_bits().to_le_bytes() {
-                *h = (*h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
-            }
+    for v in common::tree_bits(m, &mut seq, &nodes) {
+        for b in v.to_le_bytes() {
+            *h = (*h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
         }
     }
 }

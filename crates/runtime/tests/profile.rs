@@ -5,40 +5,21 @@
 
 mod common;
 
-use specdec_runtime::{Node, Phase, SeqInput, Want};
+use specdec_runtime::{Node, Phase};
 
 #[test]
 fn profiling_counts_one_forward_and_changes_no_bits() {
     let m = common::model();
     let prefix: Vec<u32> = (0..30).map(|i| (i * 7919 + 13) % 49152).collect();
     let nodes = Node::chain(&[11, 22, 33, 44, 55, 66]);
-    let run = || {
-        let mut seq = common::prefill(m, &prefix);
-        let out = m
-            .forward(&mut [SeqInput {
-                seq: &mut seq,
-                nodes: &nodes,
-                want: Want::All,
-            }])
-            .expect("forward");
-        (0..nodes.len())
-            .flat_map(|i| common::bits(out[0].get(i).expect("row")))
-            .collect::<Vec<u32>>()
-    };
-    let plain = run();
-    m.take_profile();
+    let run = |seq: &mut specdec_runtime::Sequence| common::tree_bits(m, seq, &nodes);
+    let plain = run(&mut common::prefill(m, &prefix));
     let mut seq = common::prefill(m, &prefix);
+    m.take_profile();
     m.set_profiling(true);
-    let out = m.forward(&mut [SeqInput {
-        seq: &mut seq,
-        nodes: &nodes,
-        want: Want::All,
-    }]);
+    let profiled = run(&mut seq);
     m.set_profiling(false);
     let p = m.take_profile();
-    let profiled: Vec<u32> = (0..nodes.len())
-        .flat_map(|i| common::bits(out.as_ref().expect("forward")[0].get(i).expect("row")))
-        .collect();
     assert_eq!(profiled, plain);
     assert_eq!(p.forwards, 1);
     let phases: u64 = p.phase_ns.iter().map(|&(_, ns)| ns).sum();
@@ -61,6 +42,6 @@ fn profiling_counts_one_forward_and_changes_no_bits() {
     // 30 layers × 4 matmuls and attention, the head: at least 151 with 2 threads.
     assert!(p.dispatches >= 151, "{p:?}");
     // Off again: nothing more is counted.
-    run();
+    run(&mut common::prefill(m, &prefix));
     assert_eq!(m.take_profile().forwards, 0);
 }

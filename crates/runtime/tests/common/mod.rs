@@ -65,6 +65,20 @@ pub fn prefill(m: &Model, tokens: &[u32]) -> Sequence {
     seq
 }
 
+/// The bits of every node's logits, in node order, of one forward of `nodes` after `seq`.
+pub fn tree_bits(m: &Model, seq: &mut Sequence, nodes: &[Node]) -> Vec<u32> {
+    let out = m
+        .forward(&mut [SeqInput {
+            seq,
+            nodes,
+            want: Want::All,
+        }])
+        .expect("forward");
+    (0..nodes.len())
+        .flat_map(|i| bits(out[0].get(i).expect("all rows wanted")))
+        .collect()
+}
+
 /// Logits after each token of `tokens`, decoding one token per forward.
 pub fn sequential(m: &Model, seq: &mut Sequence, tokens: &[u32]) -> Vec<Vec<u32>> {
     tokens
