@@ -8,26 +8,44 @@ mod common;
 
 use specdec_runtime::{Model, Node};
 
-/// FNV-1a over the bits of every logit of a tree (an 8-node chain and a branch) after a
-/// 40-token and after a 600-token prefix (past Gemma's 512-position local window).
+/// FNV-1a over the bits of every logit of a tree (an 8-node chain and a branch), of one
+/// node and of a 3-node chain (decoding's forward and a small draft's, which attention
+/// schedules differently), each after a 40-token and after a 600-token prefix (past
+/// Gemma's 512-position local window).
 fn logits_hash(m: &Model) -> u64 {
     let mut h = 0xcbf2_9ce4_8422_2325u64;
     for prefix in [40, 600] {
-        tree_hash(m, prefix, &mut h);
+        for shape in [Shape::Tree, Shape::One, Shape::Three] {
+            tree_hash(m, prefix, shape, &mut h);
+        }
     }
     h
 }
 
-fn tree_hash(m: &Model, prefix: u32, h: &mut u64) {
+#[derive(Clone, Copy)]
+enum Shape {
+    Tree,
+    One,
+    Three,
+}
+
+fn tree_hash(m: &Model, prefix: u32, shape: Shape, h: &mut u64) {
     let vocab = m.config().vocab as u32;
     let prefix: Vec<u32> = (0..prefix).map(|i| (i * 7919 + 13) % vocab).collect();
     let mut seq = common::prefill(m, &prefix);
     let chain: Vec<u32> = (0..8).map(|i| (i * 4241 + 77) % vocab).collect();
-    let mut nodes = Node::chain(&chain);
-    nodes.push(Node {
-        token: 999 % vocab,
-        parent: Some(2),
-    });
+    let nodes = match shape {
+        Shape::Tree => {
+            let mut nodes = Node::chain(&chain);
+            nodes.push(Node {
+                token: 999 % vocab,
+                parent: Some(2),
+            });
+            nodes
+        }
+        Shape::One => Node::chain(&chain[..1]),
+        Shape::Three => Node::chain(&chain[..3]),
+    };
     for v in common::tree_bits(m, &mut seq, &nodes) {
         for b in v.to_le_bytes() {
             *h = (*h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
@@ -52,5 +70,5 @@ fn gemma3_logits_bits_are_pinned() {
 
 /// Measured on the build before the packed records kept f16 scales (2de2e66), where the
 /// scales were widened at load: the same bits.
-const SMOLLM2: u64 = 0xcb94_c696_a79a_4cb8;
-const GEMMA3: u64 = 0x4e01_1f17_b6a2_f0b7;
+const SMOLLM2: u64 = 0x050d_e241_8502_d6be;
+const GEMMA3: u64 = 0x5bfb_7d86_2030_d156;
