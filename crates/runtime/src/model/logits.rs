@@ -80,7 +80,7 @@ impl Model {
         let best: Vec<Mutex<(u32, f32)>> = (0..rows).map(|_| Mutex::new((0, f32::NAN))).collect();
         if rows > 0 {
             let head = &self.weights.head;
-            qrows.quantize_on(&self.exec, &normed, rows, h);
+            self.quantize(qrows, &normed, rows, h);
             let mut out = Vec::new();
             let mut t0 = 0;
             while t0 < head.n_tiles() {
@@ -180,8 +180,10 @@ impl Model {
         for (r, cols) in columns.iter().enumerate() {
             let Some(cols) = cols else { continue };
             let row = &mut all[r * vocab..(r + 1) * vocab];
-            qrows.quantize_on(&self.exec, &normed[r * h..(r + 1) * h], 1, h);
+            self.quantize(qrows, &normed[r * h..(r + 1) * h], 1, h);
+            let t = self.profiler.start();
             self.exec.matmul_columns(head, qrows, cols, row)?;
+            self.profiler.add(Phase::Head, t);
             keep_columns(row, cols);
         }
         Ok(split_logits(wanted, all, vocab))

@@ -31,8 +31,9 @@ pub enum Phase {
     Activation,
     /// The down projection.
     Down,
-    /// The output head's matrix (its activations' quantization is `Quantize`; the final
-    /// norm and the split per input are left to the forward's unattributed rest).
+    /// The output head's matrix, whole rows, selected columns or streamed blocks (its
+    /// activations' quantization is `Quantize`; the final norm, the streamed argmax's scan
+    /// and the split per input are left to the forward's unattributed rest).
     Head,
 }
 
@@ -67,11 +68,9 @@ impl Phase {
         }
     }
 
+    /// Its place in [`Phase::ALL`] (declaration order).
     fn index(self) -> usize {
-        Phase::ALL
-            .iter()
-            .position(|&p| p == self)
-            .expect("every phase is listed")
+        self as usize
     }
 }
 
@@ -144,6 +143,13 @@ impl Profiler {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn all_lists_the_phases_in_declaration_order() {
+        for (i, p) in Phase::ALL.iter().enumerate() {
+            assert_eq!(p.index(), i, "{p:?}");
+        }
+    }
 
     #[test]
     fn counts_only_while_on_and_take_zeroes() {

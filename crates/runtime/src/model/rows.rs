@@ -95,13 +95,19 @@ impl Model {
         q: &mut QuantizedRows,
         out: &mut [f32],
     ) -> Result<(), RuntimeError> {
-        let t = self.profiler.start();
-        q.quantize_on(&self.exec, &x[..rows * w.k()], rows, w.k());
-        self.profiler.add(Phase::Quantize, t);
+        self.quantize(q, &x[..rows * w.k()], rows, w.k());
         let t = self.profiler.start();
         self.exec.matmul(w, q, &mut out[..rows * w.n()])?;
         self.profiler.add(phase, t);
         Ok(())
+    }
+
+    /// `rows` rows of `k` activations of `x` into `q` on the pool's threads, timed as
+    /// [`Phase::Quantize`]: every matrix's input, the head's in every form included.
+    pub(super) fn quantize(&self, q: &mut QuantizedRows, x: &[f32], rows: usize, k: usize) {
+        let t = self.profiler.start();
+        q.quantize_on(&self.exec, x, rows, k);
+        self.profiler.add(Phase::Quantize, t);
     }
 }
 
