@@ -105,6 +105,29 @@ fn ragged_n_leaves_no_padding_writes() {
     }
 }
 
+/// Random activations of each row count in `rows`, quantized, with the full matmul's bits
+/// on the portable path; then `check(executor, activations, bits, rows)` on every ISA this
+/// CPU has at 1, 2 and 3 threads.
+fn for_each_executor(
+    rng: &mut rand::rngs::StdRng,
+    w: &PackedMatrix,
+    rows: &[usize],
+    mut check: impl FnMut(&Executor, &QuantizedRows, &[u32], usize),
+) {
+    let scalar = Executor::with_isa(1, Isa::Scalar).unwrap();
+    for &rows in rows {
+        let xs = random_activations(rng, rows * w.k());
+        let want = bits(&run(&scalar, w, &xs, rows));
+        let mut q = QuantizedRows::new();
+        q.quantize(&xs, rows, w.k());
+        for isa in Isa::available() {
+            for threads in [1, 2, 3] {
+                check(&Executor::with_isa(threads, isa).unwrap(), &q, &want, rows);
+            }
+        }
+    }
+}
+
 /// `matmul_columns`: the selected columns (and their tiles') bits are `matmul`'s, on every
 /// ISA and thread count; columns of untouched tiles keep what the output held.
 #[test]
@@ -116,32 +139,23 @@ fn selected_columns_match_the_full_matmul() {
     for format in FORMATS {
         let bytes = random_ggml(&mut rng, format, n, k);
         let w = PackedMatrix::from_ggml(format, &bytes, n, k).unwrap();
-        for rows in [1, 3, 6] {
-            let xs = random_activations(&mut rng, rows * k);
-            let scalar = Executor::with_isa(1, Isa::Scalar).unwrap();
-            let want = bits(&run(&scalar, &w, &xs, rows));
-            let mut q = QuantizedRows::new();
-            q.quantize(&xs, rows, k);
-            for isa in Isa::available() {
-                for threads in [1, 2, 3] {
-                    let e = Executor::with_isa(threads, isa).unwrap();
-                    for cols in sets {
-                        let guard = f32::from_bits(0x7fc0_4321);
-                        let mut out = vec![guard; rows * n];
-                        e.matmul_columns(&w, &q, cols, &mut out).unwrap();
-                        let tiles: Vec<usize> = cols.iter().map(|&c| c as usize / 32).collect();
-                        for (i, v) in out.iter().enumerate() {
-                            let c = i % n;
-                            if tiles.contains(&(c / 32)) {
-                                assert_eq!(v.to_bits(), want[i], "{format:?} {isa} col {c}");
-                            } else {
-                                assert_eq!(v.to_bits(), guard.to_bits(), "{format:?} col {c}");
-                            }
-                        }
+        for_each_executor(&mut rng, &w, &[1, 3, 6], |e, q, want, rows| {
+            let isa = e.isa();
+            for cols in sets {
+                let guard = f32::from_bits(0x7fc0_4321);
+                let mut out = vec![guard; rows * n];
+                e.matmul_columns(&w, q, cols, &mut out).unwrap();
+                let tiles: Vec<usize> = cols.iter().map(|&c| c as usize / 32).collect();
+                for (i, v) in out.iter().enumerate() {
+                    let c = i % n;
+                    if tiles.contains(&(c / 32)) {
+                        assert_eq!(v.to_bits(), want[i], "{format:?} {isa} col {c}");
+                    } else {
+                        assert_eq!(v.to_bits(), guard.to_bits(), "{format:?} col {c}");
                     }
                 }
             }
-        }
+        });
         let e = Executor::new(1);
         let mut q = QuantizedRows::new();
         q.quantize(&vec![0.5; k], 1, k);
@@ -161,29 +175,20 @@ fn tile_blocks_match_the_full_matmul() {
     for format in FORMATS {
         let bytes = random_ggml(&mut rng, format, n, k);
         let w = PackedMatrix::from_ggml(format, &bytes, n, k).unwrap();
-        for rows in [1, 4, 7] {
-            let xs = random_activations(&mut rng, rows * k);
-            let scalar = Executor::with_isa(1, Isa::Scalar).unwrap();
-            let want = bits(&run(&scalar, &w, &xs, rows));
-            let mut q = QuantizedRows::new();
-            q.quantize(&xs, rows, k);
-            for isa in Isa::available() {
-                for threads in [1, 2, 3] {
-                    let e = Executor::with_isa(threads, isa).unwrap();
-                    for tiles in [0..1, 0..10, 3..7, 9..10, 2..3] {
-                        let (c0, c1) = (tiles.start * 32, (tiles.end * 32).min(n));
-                        let mut out = vec![f32::NAN; rows * (c1 - c0)];
-                        e.matmul_block(&w, &q, tiles.clone(), &mut out).unwrap();
-                        for r in 0..rows {
-                            for c in c0..c1 {
-                                let got = out[r * (c1 - c0) + c - c0].to_bits();
-                                assert_eq!(got, want[r * n + c], "{format:?} {isa} {tiles:?}");
-                            }
-                        }
+        for_each_executor(&mut rng, &w, &[1, 4, 7], |e, q, want, rows| {
+            let isa = e.isa();
+            for tiles in [0..1, 0..10, 3..7, 9..10, 2..3] {
+                let (c0, c1) = (tiles.start * 32, (tiles.end * 32).min(n));
+                let mut out = vec![f32::NAN; rows * (c1 - c0)];
+                e.matmul_block(&w, q, tiles.clone(), &mut out).unwrap();
+                for r in 0..rows {
+                    for c in c0..c1 {
+                        let got = out[r * (c1 - c0) + c - c0].to_bits();
+                        assert_eq!(got, want[r * n + c], "{format:?} {isa} {tiles:?}");
                     }
                 }
             }
-        }
+        });
         let e = Executor::new(1);
         let mut q = QuantizedRows::new();
         q.quantize(&vec![0.5; k], 1, k);
