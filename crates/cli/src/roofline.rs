@@ -6,7 +6,7 @@
 use serde::Serialize;
 use specdec_runtime::{Ceilings, ForwardWork, Node, SeqInput, Want};
 
-use crate::bench::{cost_curve, prefilled};
+use crate::bench::{cost_curve, median, prefilled};
 use crate::common::{self, Loaded, ModelArgs};
 
 #[derive(Serialize)]
@@ -121,8 +121,7 @@ fn empty_dispatch_us(exec: &specdec_runtime::Executor) -> anyhow::Result<f64> {
         }
         per.push(t.elapsed().as_secs_f64() * 1e6 / 2000.0);
     }
-    per.sort_by(f64::total_cmp);
-    Ok(per[per.len() / 2])
+    Ok(median(per))
 }
 
 fn print_profile(p: &Profile) {
