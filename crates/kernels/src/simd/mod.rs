@@ -23,10 +23,13 @@ mod avx512;
 #[cfg(target_arch = "x86_64")]
 mod avxvnni;
 pub(crate) mod peak;
+mod quantize;
 mod scalar;
 pub(crate) mod vecops;
 #[cfg(target_arch = "x86_64")]
 mod ymm;
+
+pub(crate) use quantize::quantize_rows;
 
 /// Rows per pass over the weights. Bounds the activation working set (kept in L2 while
 /// the tiles stream by) for long prompts; speculation batches fit in one pass.
@@ -236,41 +239,6 @@ pub(crate) unsafe fn run(isa: Isa, job: &Job, tiles: Range<usize>) {
     }
 }
 
-/// Activation quantization (`quant::quantize_into`) built for the widest vectors this
-/// CPU has. The same portable source: IEEE arithmetic (no fast-math, no contraction in
-/// Rust) gives the same bits at any vector width, and the 128-bit baseline build is 2-3x
-/// slower (SSE2 has no float rounding or i32 min/max instructions).
-pub(crate) fn quantize_rows(x: &[f32], q: &mut [i8], meta: &mut [BlockMeta]) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if Isa::Avx512Vnni.is_available() {
-            // SAFETY: AVX-512 F/BW available (checked just above).
-            return unsafe { quantize_avx512(x, q, meta) };
-        }
-        if Isa::Avx2.is_available() {
-            // SAFETY: AVX2 and FMA available (checked just above).
-            return unsafe { quantize_avx2(x, q, meta) };
-        }
-    }
-    crate::quant::quantize_into(x, q, meta)
-}
-
-/// # Safety
-/// AVX-512 F/BW available.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw")]
-unsafe fn quantize_avx512(x: &[f32], q: &mut [i8], meta: &mut [BlockMeta]) {
-    crate::quant::quantize_into(x, q, meta)
-}
-
-/// # Safety
-/// AVX2 and FMA available.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn quantize_avx2(x: &[f32], q: &mut [i8], meta: &mut [BlockMeta]) {
-    crate::quant::quantize_into(x, q, meta)
-}
-
 /// Test hook: the 256-bit VNNI kernel with the EVEX (AVX-512VL) `vpdpbusd`, so the
 /// AvxVnni code path is exercised on CPUs that have AVX-512 VNNI but not AVX-VNNI.
 ///
@@ -318,68 +286,4 @@ unsafe fn prefetch(pf: &Prefetch, off: usize, len: usize) {
 unsafe fn quad(p: *const i8) -> i32 {
     // SAFETY: per the contract; no alignment needed.
     unsafe { p.cast::<i32>().read_unaligned() }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Every build of the activation quantizer gives the same bits, special values too.
-    #[test]
-    fn quantizer_builds_agree() {
-        let specials = [
-            0.0,
-            -0.0,
-            f32::NAN,
-            f32::INFINITY,
-            f32::NEG_INFINITY,
-            f32::MIN_POSITIVE,
-            1e-45,
-            -1e-40,
-            f32::MAX,
-            0.5,
-            -2.5,
-            126.5,
-        ];
-        let mut s = 0x1234_5678_9abc_def0u64;
-        let mut x = Vec::new();
-        for block in 0..64 {
-            for j in 0..QK {
-                s ^= s << 13;
-                s ^= s >> 7;
-                s ^= s << 17;
-                let v = (s >> 40) as f32 / (1u64 << 23) as f32 - 1.0;
-                // Some blocks get special values, some exact halves after scaling.
-                x.push(match (block % 4, j % 7) {
-                    (0, 3) => specials[(s % specials.len() as u64) as usize],
-                    (1, _) => (j as f32 - 16.0) * 0.5,
-                    _ => v * (block as f32 + 1.0),
-                });
-            }
-        }
-        type Quantizer<'a> = &'a dyn Fn(&[f32], &mut [i8], &mut [BlockMeta]);
-        let run = |f: Quantizer| {
-            let mut q = vec![0i8; x.len()];
-            let mut m = vec![BlockMeta::default(); x.len() / QK];
-            f(&x, &mut q, &mut m);
-            let bits: Vec<_> = m
-                .iter()
-                .map(|m| (m.d.to_bits(), m.sx.to_bits(), m.c8))
-                .collect();
-            (q, bits)
-        };
-        let want = run(&|x, q, m| crate::quant::quantize_into(x, q, m));
-        assert_eq!(run(&|x, q, m| quantize_rows(x, q, m)), want);
-        #[cfg(target_arch = "x86_64")]
-        {
-            if Isa::Avx512Vnni.is_available() {
-                // SAFETY: checked available.
-                assert_eq!(run(&|x, q, m| unsafe { quantize_avx512(x, q, m) }), want);
-            }
-            if Isa::Avx2.is_available() {
-                // SAFETY: checked available.
-                assert_eq!(run(&|x, q, m| unsafe { quantize_avx2(x, q, m) }), want);
-            }
-        }
-    }
 }
