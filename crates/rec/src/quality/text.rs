@@ -335,6 +335,19 @@ mod tests {
         );
     }
 
+    /// The proptest once asserted the triangle inequality of the normalised distance too,
+    /// and failed on a seed that found this: dividing by the longer length lets a longer
+    /// middle sequence make both legs short.
+    #[test]
+    fn normalised_edit_distance_is_not_a_metric() {
+        let (a, b, c) = ([3, 0], [3, 0, 3], [0, 3]);
+        let d = normalised_edit_distance;
+        assert_eq!(
+            (d(&a, &b), d(&b, &c), d(&a, &c)),
+            (1.0 / 3.0, 1.0 / 3.0, 1.0)
+        );
+    }
+
     fn small_tokens() -> impl Strategy<Value = Vec<u32>> {
         prop::collection::vec(0u32..4, 0..8)
     }
@@ -356,13 +369,9 @@ mod tests {
         fn edit_distance_obeys_the_triangle_inequality(
             a in small_tokens(), b in small_tokens(), c in small_tokens()
         ) {
+            // The raw distance only: the normalised one is not a metric (see
+            // `normalised_edit_distance_is_not_a_metric`).
             prop_assert!(token_edit_distance(&a, &c) <= token_edit_distance(&a, &b) + token_edit_distance(&b, &c));
-            let (ab, bc, ac) = (
-                normalised_edit_distance(&a, &b),
-                normalised_edit_distance(&b, &c),
-                normalised_edit_distance(&a, &c),
-            );
-            prop_assert!(ac <= ab + bc + 1e-12, "{ac} > {ab} + {bc}");
         }
 
         #[test]
