@@ -71,7 +71,8 @@ enum BenchCommand {
     },
     /// Each forward size (n = 1..64 nodes, at each prefix) against this machine's floor:
     /// the bytes it must read over the measured streaming bandwidth, or its multiply-adds
-    /// over the measured peak rates, whichever is larger.
+    /// over the measured peak rates, whichever is larger; and against a second floor with
+    /// the matmul kernels' own measured rate (on cached weights) in place of the peak.
     Roofline {
         #[arg(long)]
         json: bool,

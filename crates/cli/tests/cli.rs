@@ -184,6 +184,46 @@ fn bench_verify_cost_prints_the_curve_as_json() {
 }
 
 #[test]
+fn bench_roofline_prints_floors_kernel_rates_and_a_profile_as_json() {
+    let args = [
+        "bench",
+        "roofline",
+        "--json",
+        "--repeats",
+        "1",
+        "--prefix",
+        "100",
+        "--buffer-mib",
+        "64",
+        "--profile",
+        "1",
+    ];
+    let o = specdec(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let positive = |x: &serde_json::Value| x.as_f64().is_some_and(|x| x.is_finite() && x > 0.0);
+    for format in ["Q4_0", "Q4_1", "Q8_0"] {
+        assert!(positive(&v["kernel_gmacs_per_s"][format]), "{format}: {v}");
+    }
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 7);
+    for r in rows {
+        for key in [
+            "ms",
+            "floor_ms",
+            "fraction",
+            "kernel_floor_ms",
+            "kernel_fraction",
+        ] {
+            assert!(positive(&r[key]), "{key}: {r}");
+        }
+    }
+    let phases = v["profiles"][0]["phases"].as_array().unwrap();
+    let head = phases.iter().find(|p| p["phase"] == "head matmul").unwrap();
+    assert!(positive(&head["kernel_floor_ms"]), "{head}");
+}
+
+#[test]
 fn bench_verify_cost_refuses_a_prefix_past_the_context() {
     let o = specdec(&["bench", "verify-cost", "--prefix", "100000"]);
     assert_clean_error(&o, "context");

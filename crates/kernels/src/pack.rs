@@ -38,6 +38,23 @@ pub enum WeightFormat {
 }
 
 impl WeightFormat {
+    /// Every format, in declaration order ([`WeightFormat::index`]).
+    pub const ALL: [WeightFormat; 3] = [WeightFormat::Q4_0, WeightFormat::Q4_1, WeightFormat::Q8_0];
+
+    /// Its place in [`WeightFormat::ALL`]: for arrays with one entry per format.
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// The GGML type's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            WeightFormat::Q4_0 => "Q4_0",
+            WeightFormat::Q4_1 => "Q4_1",
+            WeightFormat::Q8_0 => "Q8_0",
+        }
+    }
+
     /// Bytes of one GGML block of 32 values.
     pub fn block_bytes(self) -> usize {
         match self {

@@ -23,7 +23,7 @@ pub use config::{Arch, ModelConfig, RopeStyle};
 pub use fake::FakeTarget;
 pub use kv::Sequence;
 pub use model::{ForwardProfile, ForwardWork, Logits, Model, Phase, SeqInput, Want};
-pub use specdec_kernels::{Ceilings, Executor, Isa};
+pub use specdec_kernels::{Ceilings, Executor, Isa, WeightFormat};
 pub use specdec_tree::{Node, TokenTree};
 pub use target::Target;
 

@@ -14,6 +14,8 @@ pub struct ForwardWork {
     pub bytes: u64,
     /// int8 multiply-adds of the matrices: every row through every matrix.
     pub int8_macs: u64,
+    /// `int8_macs` split by the matrices' weight format (indexed by `WeightFormat::index`).
+    pub int8_macs_by_format: [u64; 3],
     /// f32 multiply-adds of attention: per row, per head, q·k and p·v over the positions
     /// it sees (its prefix, within a sliding window where the layer has one).
     pub f32_macs: u64,
@@ -33,9 +35,14 @@ impl Model {
             Phase::Head => vec![&w.head],
             _ => return None,
         };
+        let mut by_format = [0u64; 3];
+        for m in &matrices {
+            by_format[m.format().index()] += (m.n() * m.k() * rows) as u64;
+        }
         Some(ForwardWork {
             bytes: matrices.iter().map(|m| m.packed_bytes() as u64).sum(),
-            int8_macs: matrices.iter().map(|m| (m.n() * m.k() * rows) as u64).sum(),
+            int8_macs: by_format.iter().sum(),
+            int8_macs_by_format: by_format,
             f32_macs: 0,
         })
     }
@@ -46,10 +53,10 @@ impl Model {
         let cfg = &self.config;
         let w = &self.weights;
         let mut bytes = 0u64;
-        let mut macs_per_row = 0u64;
+        let mut macs_per_row = [0u64; 3];
         let mut matrix = |m: &specdec_kernels::PackedMatrix| {
             bytes += m.packed_bytes() as u64;
-            macs_per_row += (m.n() * m.k()) as u64;
+            macs_per_row[m.format().index()] += (m.n() * m.k()) as u64;
         };
         for l in &w.layers {
             for m in [&l.qkv, &l.o, &l.gate_up, &l.down] {
@@ -80,9 +87,11 @@ impl Model {
             // counts the prefix only.
             f32_macs += (rows * 2 * seen * cfg.n_heads * cfg.head_dim) as u64;
         }
+        let by_format = macs_per_row.map(|m| m * rows as u64);
         ForwardWork {
             bytes,
-            int8_macs: macs_per_row * rows as u64,
+            int8_macs: by_format.iter().sum(),
+            int8_macs_by_format: by_format,
             f32_macs,
         }
     }
