@@ -16,8 +16,6 @@ struct Scratch {
     qs: Vec<f32>,
     acc: Vec<f32>,
     inv: Vec<f32>,
-    /// Value rows of one node's path.
-    pv: Vec<f32>,
 }
 
 thread_local! {
@@ -153,7 +151,6 @@ impl Model {
             qs,
             acc,
             inv,
-            pv,
         } = scratch;
         qs.clear();
         for r in block.clone() {
@@ -205,27 +202,29 @@ impl Model {
             let v = &run.v[(start - run.start) * hd..];
             ops.weighted_sum(&scores[start..], stride, m, v, hd, end - start, acc, hd);
         }
-        // Each row's own path: its value rows gathered, then the same in-order sums.
+        // Each row's own path, in maximal runs of consecutive nodes: a run's value rows lie
+        // together in the tail, so they are read in place (a chain's whole path is one
+        // run), and the sums continue from run to run in path order, as over one
+        // gathered list.
         for i in 0..n {
             // Never empty: a path ends at its node.
             // Its first `skip` path nodes lie before its window (a path longer than it).
-            let path = path_of(i);
             let skip = lo_of(i).saturating_sub(base);
-            pv.clear();
-            for &p in &path[skip..] {
-                pv.extend_from_slice(&tail.v[(base + p - tail.start) * hd..][..hd]);
-            }
+            let path = &path_of(i)[skip..];
             let r0 = i * group;
-            ops.weighted_sum(
-                &scores[r0 * stride + base + skip..],
-                stride,
-                group,
-                pv,
-                hd,
-                path.len() - skip,
-                &mut acc[r0 * hd..(r0 + group) * hd],
-                hd,
-            );
+            let weights = r0 * stride + base + skip;
+            let out = &mut acc[r0 * hd..(r0 + group) * hd];
+            let mut j = 0;
+            while j < path.len() {
+                let run = 1 + path[j + 1..]
+                    .iter()
+                    .zip(&path[j..])
+                    .take_while(|&(&next, &p)| next == p + 1)
+                    .count();
+                let v = &tail.v[(base + path[j] - tail.start) * hd..];
+                ops.weighted_sum(&scores[weights + j..], stride, group, v, hd, run, out, hd);
+                j += run;
+            }
         }
         for (o, &f) in acc.chunks_exact_mut(hd).zip(inv.iter()) {
             o.iter_mut().for_each(|x| *x *= f);
