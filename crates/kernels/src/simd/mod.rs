@@ -163,14 +163,16 @@ pub(crate) unsafe fn drive<K: TileKernel>(job: &Job, tiles: Range<usize>) {
             let valid = (job.n - t * TILE).min(TILE);
             let groups = (r_end - r0).div_ceil(K::ROWS);
             let mut r = r0;
-            while r < r_end {
-                let step = (r_end - r).min(K::ROWS);
+            for group in 0..groups {
+                // Rows split evenly over the groups (8 rows as 4 + 4, not 6 + 2): a small
+                // group has too few accumulator chains to hide `vpdpbusd`'s latency.
+                let step = (r_end - r).div_ceil(groups - group);
                 // Every row group fetches its share of the next tile's lines, so the
                 // requests are spread over the whole tile instead of bursting (a burst
                 // runs out of fill buffers and stalls the compute it should overlap).
                 let pf = Prefetch {
                     base: next,
-                    first_line: (r - r0) / K::ROWS,
+                    first_line: group,
                     line_step: groups,
                 };
                 // SAFETY: forwarded from this function's contract; rows r..r+step exist.
