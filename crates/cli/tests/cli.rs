@@ -9,6 +9,13 @@ fn specdec(args: &[&str]) -> Output {
         .expect("binary runs")
 }
 
+/// Runs specdec, which must succeed, and parses its standard output as JSON.
+fn specdec_json(args: &[&str]) -> serde_json::Value {
+    let o = specdec(args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    serde_json::from_slice(&o.stdout).expect("JSON on stdout")
+}
+
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
@@ -35,7 +42,7 @@ fn assert_clean_error(o: &Output, needle: &str) {
 
 #[test]
 fn generate_json_reports_text_and_statistics() {
-    let o = specdec(&[
+    let v = specdec_json(&[
         "generate",
         "--chat",
         "--prompt",
@@ -44,8 +51,6 @@ fn generate_json_reports_text_and_statistics() {
         "24",
         "--json",
     ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     for key in [
         "text",
         "token_ids",
@@ -174,9 +179,7 @@ fn bad_prompts_are_clear_errors() {
 
 #[test]
 fn bench_verify_cost_prints_the_curve_as_json() {
-    let o = specdec(&["bench", "verify-cost", "--json", "--repeats", "1"]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let v = specdec_json(&["bench", "verify-cost", "--json", "--repeats", "1"]);
     let rows = v["rows"].as_array().unwrap();
     let ns: Vec<u64> = rows.iter().map(|r| r["n"].as_u64().unwrap()).collect();
     assert_eq!(ns, [1, 2, 4, 8, 16, 32, 64]);
@@ -198,9 +201,7 @@ fn bench_roofline_prints_floors_kernel_rates_and_a_profile_as_json() {
         "--profile",
         "1",
     ];
-    let o = specdec(&args);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let v = specdec_json(&args);
     let positive = |x: &serde_json::Value| x.as_f64().is_some_and(|x| x.is_finite() && x > 0.0);
     for format in ["Q4_0", "Q4_1", "Q8_0"] {
         assert!(positive(&v["kernel_gmacs_per_s"][format]), "{format}: {v}");
@@ -337,7 +338,7 @@ fn bench_repeats_and_classes_report_medians_floors_and_class_tables() {
 {"id":"a#repeat","prompt":"Say hello.","max_tokens":8,"chat":true,"class":"repeat"}
 "#,
     );
-    let o = specdec(&[
+    let v = specdec_json(&[
         "bench",
         "--workload",
         wl.to_str().unwrap(),
@@ -347,8 +348,6 @@ fn bench_repeats_and_classes_report_medians_floors_and_class_tables() {
         "2",
         "--json",
     ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["repeats"], 2);
     for r in v["records"].as_array().unwrap() {
         assert_eq!(r["repeats"], 2);
@@ -388,9 +387,7 @@ fn generate_reports_its_verification_rule_and_relaxed_tokens() {
     );
     assert_eq!(v["relaxed_tokens"], 0);
 
-    let o = specdec(&[&args[..], &["--verify", "relaxed", "--verify-top-k", "3"]].concat());
-    assert!(o.status.success(), "{}", stderr(&o));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let v = specdec_json(&[&args[..], &["--verify", "relaxed", "--verify-top-k", "3"]].concat());
     assert_eq!(
         (&v["verify"], &v["relaxed"]),
         (&"relaxed".into(), &true.into())
