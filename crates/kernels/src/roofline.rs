@@ -1,8 +1,8 @@
 //! What this machine can do at most, measured with the executor's threads: the streaming
-//! read bandwidth from memory and the peak rates of the instructions the kernels are made
-//! of. A forward can be no faster than the bytes it must read at that bandwidth, nor than
-//! its multiply-adds at those rates: `specdec bench roofline` sets each forward against
-//! that floor.
+//! read bandwidth from memory, the peak rates of the instructions the kernels are made
+//! of, and the matmul kernels' own rate on cached weights. A forward can be no faster than
+//! the bytes it must read at that bandwidth, nor than its multiply-adds at those rates:
+//! `specdec bench roofline` sets each forward against that floor.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
@@ -42,7 +42,7 @@ const PROBE_ITERS: usize = 2_000_000;
 /// Rows of the kernel probe: a multiple of every path's rows per call (6 and 4), so no
 /// smaller remainder call lowers the rate.
 const KERNEL_ROWS: usize = 48;
-/// The kernel probe's matrix is this square: 200-370 KB packed, so each thread's share
+/// The kernel probe's matrix is this square: 190-350 KB packed, so each thread's share
 /// stays in its L2 (and the activations in L1).
 const KERNEL_DIM: usize = 576;
 /// Matmuls per timed kernel probe (about 5-10 ms on current cores with 2 threads).
