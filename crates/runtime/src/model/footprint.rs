@@ -52,18 +52,16 @@ impl Model {
     pub fn forward_work(&self, prefix: usize, rows: usize) -> ForwardWork {
         let cfg = &self.config;
         let w = &self.weights;
+        // Every matrix, the head included: the matrix phases' work added up.
         let mut bytes = 0u64;
-        let mut macs_per_row = [0u64; 3];
-        let mut matrix = |m: &specdec_kernels::PackedMatrix| {
-            bytes += m.packed_bytes() as u64;
-            macs_per_row[m.format().index()] += (m.n() * m.k()) as u64;
-        };
-        for l in &w.layers {
-            for m in [&l.qkv, &l.o, &l.gate_up, &l.down] {
-                matrix(m);
-            }
+        let mut by_format = [0u64; 3];
+        for m in Phase::ALL.iter().filter_map(|&p| self.matrix_work(p, rows)) {
+            bytes += m.bytes;
+            by_format
+                .iter_mut()
+                .zip(m.int8_macs_by_format)
+                .for_each(|(a, b)| *a += b);
         }
-        matrix(&w.head);
         let vectors: usize = w
             .layers
             .iter()
@@ -87,7 +85,6 @@ impl Model {
             // counts the prefix only.
             f32_macs += (rows * 2 * seen * cfg.n_heads * cfg.head_dim) as u64;
         }
-        let by_format = macs_per_row.map(|m| m * rows as u64);
         ForwardWork {
             bytes,
             int8_macs: by_format.iter().sum(),
