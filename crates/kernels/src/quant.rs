@@ -22,6 +22,19 @@ pub(crate) struct BlockMeta {
     pub c128: i32,
 }
 
+impl BlockMeta {
+    /// A block's meta from its scale `d` and the sum of its quants.
+    #[inline(always)]
+    pub(crate) fn new(d: f32, sum: i32) -> BlockMeta {
+        BlockMeta {
+            d,
+            sx: d * sum as f32,
+            c8: -8 * sum,
+            c128: -128 * sum,
+        }
+    }
+}
+
 /// Activations quantized per row into int8 blocks of 32, with per-block scale and sums.
 /// Reusable: `quantize` keeps the allocations of earlier calls.
 #[derive(Debug, Default, Clone)]
@@ -134,12 +147,7 @@ pub(crate) fn quantize_into(x: &[f32], q: &mut [i8], meta: &mut [BlockMeta]) {
     let blocks = x.chunks_exact(QK).zip(q.chunks_exact_mut(QK));
     for ((xb, qb), m) in blocks.zip(meta.iter_mut()) {
         let (d, sum) = quantize_block(xb, qb);
-        *m = BlockMeta {
-            d,
-            sx: d * sum as f32,
-            c8: -8 * sum,
-            c128: -128 * sum,
-        };
+        *m = BlockMeta::new(d, sum);
     }
 }
 
