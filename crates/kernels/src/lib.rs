@@ -32,6 +32,7 @@ mod quant;
 mod roofline;
 mod simd;
 
+pub use align::AlignedF32;
 pub use error::KernelError;
 pub use exec::Executor;
 pub use isa::Isa;

@@ -67,6 +67,7 @@ fn check(seq: &Sequence) {
         prev_start = Some(r.start);
     }
     assert!(seq.tail.start <= seq.len());
+    assert_lines_aligned(seq);
     let t = seq.tokens();
     for p in 0..seq.len() {
         for layer in 0..LAYERS {
@@ -171,6 +172,48 @@ fn every_sequence_reads_its_own_history_whatever_its_relatives_do() {
             pool.iter().for_each(check);
         }
     }
+}
+
+/// Every run's keys and values start on a cache line, so no 64-byte load of a key
+/// block or value row spans two lines.
+fn assert_lines_aligned(seq: &Sequence) {
+    for layer in 0..LAYERS {
+        for g in 0..KV {
+            for r in seq.runs(layer, g) {
+                assert_eq!(
+                    r.k.as_ptr() as usize % 64,
+                    0,
+                    "keys of layer {layer} head {g}"
+                );
+                assert_eq!(
+                    r.v.as_ptr() as usize % 64,
+                    0,
+                    "values of layer {layer} head {g}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn cache_rows_start_on_cache_lines_through_growth_splits_and_shrinking() {
+    // A head size whose rows are not a multiple of 16 floats: only whole key blocks keep
+    // each head's buffer on a line.
+    let mut seq = Sequence::new(LAYERS, KV, 5, 4096);
+    for step in 0..40u32 {
+        seq.reserve(7).unwrap();
+        let toks: Vec<u32> = (0..7).map(|i| step * 7 + i).collect();
+        seq.set_pending(&Node::chain(&toks));
+        seq.commit_all().unwrap();
+        assert_lines_aligned(&seq);
+    }
+    let mut fork = seq.fork();
+    fork.reserve(3).unwrap();
+    assert_lines_aligned(&fork);
+    fork.shrink_to_fit();
+    seq.shrink_to_fit();
+    assert_lines_aligned(&fork);
+    assert_lines_aligned(&seq);
 }
 
 #[test]
