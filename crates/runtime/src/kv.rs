@@ -45,7 +45,7 @@ pub(crate) const MIN_SHARED_BLOCKS: usize = 4;
 /// Positions `start..start + cap` of every layer and KV head; `start` and `cap` are
 /// multiples of 16.
 ///
-/// One cache-line-aligned allocation (huge pages when large) holds, per layer and KV head
+/// One cache-line-aligned allocation holds, per layer and KV head
 /// `b = layer * n_kv + head` in turn, its keys then its values, `head_dim · cap` floats
 /// each. Keys are in blocks: element d of position p at `kt_index(p - start, d,
 /// head_dim * 16)`; values by position: element d of position p at
