@@ -1,7 +1,7 @@
 //! A zero-initialised byte buffer with 64-byte (cache line / zmm) alignment, or 2 MiB
 //! alignment plus a transparent-huge-page hint for buffers of 2 MiB or more: the packed
 //! weights are streamed once per forward, and huge pages cut TLB misses on that stream.
-//! [`AlignedF32`] is the same for floats (a KV cache).
+//! [`AlignedF32`] holds floats (a KV cache) the same way, without the hint.
 
 use std::alloc::{self, Layout};
 use std::ptr::NonNull;

@@ -51,8 +51,8 @@ pub(crate) const MIN_SHARED_BLOCKS: usize = 4;
 /// head_dim * 16)`; values by position: element d of position p at
 /// `(p - start) * head_dim + d`. So every key block and value row starts on a cache line,
 /// and one attention item's keys and values are one stream. (A `Vec` per layer and head
-/// started 16 bytes into a line and on its own small pages: a 1000-token context's
-/// one-row attention read its cache 1.2x slower, Zen 4.)
+/// started 16 bytes into a line: one-row attention read a cold 1000-token cache 1.1x
+/// slower, Zen 4.)
 struct Segment {
     start: usize,
     cap: usize,
