@@ -65,7 +65,7 @@ impl Drop for AlignedBuf {
     }
 }
 
-/// Zeroed `f32`s in an [`AlignedBuf`]: a cache-line-aligned start (2 MiB aligned from
+/// Zeroed `f32`s in an aligned byte buffer: a cache-line-aligned start (2 MiB aligned from
 /// 2 MiB on), for buffers the kernels stream that are not weights, such as a KV cache.
 /// `Vec<f32>` starts only 16 bytes aligned (glibc), so every 64-byte vector load from it
 /// spans two cache lines.
