@@ -180,8 +180,7 @@ impl Model {
                 // the visible ones, so its sums see what decoding the row alone sees.
                 let lo = lo_of(i);
                 let visible = &mut row[lo..base + path.len()];
-                visible.iter_mut().for_each(|x| *x *= scale);
-                let max = visible.iter().fold(f32::NEG_INFINITY, |a, &x| a.max(x));
+                let max = ops.scale_max(visible, scale);
                 inv.push(1.0 / ops.exp_sum(visible, max));
                 // Prefix positions before the window that the block's value pass reads
                 // weigh 0: adding 0·v leaves a sum's bits unchanged (sums start at +0.0,

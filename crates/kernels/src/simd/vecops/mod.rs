@@ -49,6 +49,19 @@ impl VecOps {
         }
     }
 
+    /// `x[i] *= scale` for every element (one rounded multiply each), returning the
+    /// largest product, NaNs skipped (−∞ if none is left). Any order of comparisons gives
+    /// the same maximum, up to the sign of a zero one, which `exp_sum` turns into the same
+    /// bits either way (`exp(±0) = 1`, and `x − (±0) = x` for every other x).
+    pub fn scale_max(&self, x: &mut [f32], scale: f32) -> f32 {
+        match self.isa {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: an executor only holds an Isa that `is_available()` confirmed.
+            Isa::Avx512Vnni => unsafe { x86::scale_max_avx512(x, scale) },
+            _ => scale_max_scalar(x, scale),
+        }
+    }
+
     /// `x[i] = exp(x[i] - max)` for every element, returning their sum (16 partial sums
     /// folded in the fixed tree). The exponential is our own polynomial built from plain f32
     /// operations, so every instruction set computes the same bits (libm's `expf` would
@@ -237,6 +250,13 @@ fn exp_scalar(x: f32) -> f32 {
     }
     let y = (p * (r * r) + r) + 1.0;
     y * f32::from_bits(((n as i32 + 127) as u32) << 23)
+}
+
+fn scale_max_scalar(x: &mut [f32], scale: f32) -> f32 {
+    x.iter_mut().fold(f32::NEG_INFINITY, |m, v| {
+        *v *= scale;
+        m.max(*v)
+    })
 }
 
 fn exp_sum_scalar(x: &mut [f32], max: f32) -> f32 {

@@ -153,3 +153,47 @@ fn every_isa_gives_the_scalar_bits() {
         }
     }
 }
+
+#[test]
+fn scale_max_gives_the_scalar_products_and_maximum_on_every_isa() {
+    let specials = [
+        f32::NAN,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        0.0,
+        -0.0,
+        1e-40,
+        -3.5,
+        7.25,
+    ];
+    let mut s = 7u32;
+    let mut rnd = || {
+        s = s.wrapping_mul(1664525).wrapping_add(1013904223);
+        s
+    };
+    for n in [0usize, 1, 5, 15, 16, 17, 33, 100, 1016] {
+        for trial in 0..20 {
+            let x: Vec<f32> = (0..n)
+                .map(|_| match rnd() % 4 {
+                    0 => specials[(rnd() % 8) as usize],
+                    1 => f32::from_bits(rnd()),
+                    _ => (rnd() >> 8) as f32 / (1 << 20) as f32 - 8.0,
+                })
+                .collect();
+            let scale = [0.125f32, -0.37, 1.0][trial % 3];
+            let mut want = x.clone();
+            let want_max = scale_max_scalar(&mut want, scale);
+            for isa in Isa::available() {
+                let mut got = x.clone();
+                let max = VecOps::new(isa).scale_max(&mut got, scale);
+                assert_eq!(bits(&got), bits(&want), "{} n {n}", isa.name());
+                assert!(
+                    max == want_max || (max.is_nan() && want_max.is_nan()),
+                    "{} n {n}: {max} vs {want_max}",
+                    isa.name()
+                );
+                assert!(!max.is_nan());
+            }
+        }
+    }
+}

@@ -85,6 +85,30 @@ pub unsafe fn gated_avx512<const GELU: bool>(gate: &[f32], up: &[f32], out: &mut
 /// # Safety
 /// The CPU must support AVX-512F.
 #[target_feature(enable = "avx512f")]
+pub unsafe fn scale_max_avx512(x: &mut [f32], scale: f32) -> f32 {
+    let n = x.len();
+    let s = _mm512_set1_ps(scale);
+    let mut max = _mm512_set1_ps(f32::NEG_INFINITY);
+    let mut i = 0;
+    while i < n {
+        let m = tail_mask(n - i);
+        // SAFETY: masked load and store of the valid elements only.
+        let v = unsafe {
+            let v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x.as_ptr().add(i)), s);
+            _mm512_mask_storeu_ps(x.as_mut_ptr().add(i), m, v);
+            v
+        };
+        // `vmaxps` returns its second operand when either is NaN: the running maximum,
+        // which is never NaN, so NaN products are skipped as `f32::max` skips them.
+        max = _mm512_mask_max_ps(max, m, v, max);
+        i += 16;
+    }
+    _mm512_reduce_max_ps(max)
+}
+
+/// # Safety
+/// The CPU must support AVX-512F.
+#[target_feature(enable = "avx512f")]
 pub unsafe fn exp_sum_avx512(x: &mut [f32], max: f32) -> f32 {
     let n = x.len();
     let c = |v: f32| _mm512_set1_ps(v);
