@@ -25,7 +25,7 @@ pub struct Ceilings {
     /// to stay in cache, so memory does not bound them and their whole instruction mix
     /// does (loads, unpacking, and the fixed float epilogue of every block that makes
     /// their bits the same on every path), not the dot-product instruction alone.
-    pub kernel_macs_per_s: [f64; 3],
+    pub kernel_macs_per_s: [f64; WeightFormat::ALL.len()],
 }
 
 impl Ceilings {
@@ -88,7 +88,7 @@ impl Executor {
         let int8_macs_per_s = probe(peak::int8)?;
         let f32_macs_per_s = probe(peak::f32_fma)?;
         std::hint::black_box(sink.load(Ordering::Relaxed));
-        let mut kernel_macs_per_s = [0.0; 3];
+        let mut kernel_macs_per_s = [0.0; WeightFormat::ALL.len()];
         for f in WeightFormat::ALL {
             kernel_macs_per_s[f.index()] = self.kernel_rate(f)?;
         }

@@ -20,7 +20,7 @@ fn multiply_adds_split_by_format_add_up() {
             Phase::Down,
             Phase::Head,
         ];
-        let mut by_format = [0u64; 3];
+        let mut by_format = [0u64; WeightFormat::ALL.len()];
         for phase in phases {
             let p = m.matrix_work(phase, rows).expect("a matrix phase");
             assert_eq!(p.int8_macs_by_format.iter().sum::<u64>(), p.int8_macs);

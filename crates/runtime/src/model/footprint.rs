@@ -2,6 +2,8 @@
 //! reads and the multiply-adds it computes. A roofline divides these by the machine's
 //! ceilings to get the time no forward of that shape can beat.
 
+use specdec_kernels::WeightFormat;
+
 use super::{Model, Phase};
 
 /// The work of one forward of `rows` nodes, each with logits, after `prefix` cached
@@ -15,7 +17,7 @@ pub struct ForwardWork {
     /// int8 multiply-adds of the matrices: every row through every matrix.
     pub int8_macs: u64,
     /// `int8_macs` split by the matrices' weight format (indexed by `WeightFormat::index`).
-    pub int8_macs_by_format: [u64; 3],
+    pub int8_macs_by_format: [u64; WeightFormat::ALL.len()],
     /// f32 multiply-adds of attention: per row, per head, q·k and p·v over the positions
     /// it sees (its prefix, within a sliding window where the layer has one).
     pub f32_macs: u64,
@@ -35,7 +37,7 @@ impl Model {
             Phase::Head => vec![&w.head],
             _ => return None,
         };
-        let mut by_format = [0u64; 3];
+        let mut by_format = [0u64; WeightFormat::ALL.len()];
         for m in &matrices {
             by_format[m.format().index()] += (m.n() * m.k() * rows) as u64;
         }
@@ -54,7 +56,7 @@ impl Model {
         let w = &self.weights;
         // Every matrix, the head included: the matrix phases' work added up.
         let mut bytes = 0u64;
-        let mut by_format = [0u64; 3];
+        let mut by_format = [0u64; WeightFormat::ALL.len()];
         for m in Phase::ALL.iter().filter_map(|&p| self.matrix_work(p, rows)) {
             bytes += m.bytes;
             by_format
