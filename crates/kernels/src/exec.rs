@@ -11,9 +11,9 @@ use crate::simd::{self, Job};
 use std::ops::Range;
 
 /// How much of its part of the next matrix each thread warms: the SmolLM2 layer
-/// matrices' parts are 100-550 KB. Greedy decoding ran 1.02-1.05x as fast with 256 KiB
-/// (Zen 4, in-process interleaved), 1.02-1.03x with 64 or 128 KiB, 1.03x with 1 MiB.
-pub const WARM_BYTES: usize = 256 << 10;
+/// matrices' parts are 100-550 KB. Greedy decoding ran 1.017-1.050x as fast with 256 KiB
+/// in three runs (Zen 4, in-process interleaved), 1.02-1.04x with 64 KiB to 1 MiB.
+const WARM_BYTES: usize = 256 << 10;
 
 /// Owns the thread pool and the chosen instruction set. `Send + Sync`; concurrent
 /// `matmul` calls on one executor are serialised.
@@ -106,8 +106,8 @@ impl Executor {
         }
     }
 
-    /// Asks each thread to pull the start of its part of `w` ([`WARM_BYTES`] of it) into
-    /// L2 while it waits for work, for a matmul by `w` coming next. A forward's threads
+    /// Asks each thread to pull the start of its part of `w` (256 KiB of it) into L2
+    /// while it waits for work, for a matmul by `w` coming next. A forward's threads
     /// idle between dispatches (one thread's row-wise steps, unequal attention items,
     /// the caller's sampling between forwards) with the memory bus quiet; warming the next
     /// matrix there starts its stream early. Only a hint: results never depend on it.

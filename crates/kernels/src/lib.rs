@@ -34,7 +34,7 @@ mod simd;
 
 pub use align::AlignedF32;
 pub use error::KernelError;
-pub use exec::{Executor, WARM_BYTES};
+pub use exec::Executor;
 pub use isa::Isa;
 pub use pack::{PackedMatrix, WeightFormat};
 pub use pool::SyncStats;

@@ -211,7 +211,6 @@ impl Model {
         // Each matrix is warmed while the one before it and the steps between run (see
         // `Executor::warm_next`); the first layer's after the head, for the next forward.
         let warm = |m| self.exec.warm_next(m);
-        let nl = self.weights.layers.len();
         let layers = self.weights.layers.iter().zip(&self.spec.layers);
         for (li, (layer, spec)) in layers.enumerate() {
             let t = prof.start();
@@ -257,11 +256,8 @@ impl Model {
             self.gated_rows(spec.activation, &gate_up, &mut act)?;
             prof.add(Phase::Activation, t);
             self.matmul(Phase::Down, &layer.down, &act, n, &mut qrows, &mut proj)?;
-            if li + 1 < nl {
-                warm(&self.weights.layers[li + 1].qkv);
-            } else {
-                warm(&self.weights.head);
-            }
+            let next = self.weights.layers.get(li + 1).map(|l| &l.qkv);
+            warm(next.unwrap_or(&self.weights.head));
             let t = prof.start();
             self.add_residual(&mut x, &proj, layer.post_ffn_norm.as_deref(), &mut xn);
             prof.add(Phase::Norms, t);
