@@ -4,11 +4,16 @@
 use crate::error::KernelError;
 use crate::isa::Isa;
 use crate::pack::{PackedMatrix, TILE};
-use crate::pool::{Pool, SyncStats};
+use crate::pool::{Pool, SyncStats, CHUNKS};
 use crate::quant::QuantizedRows;
 use crate::simd::vecops::VecOps;
 use crate::simd::{self, Job};
 use std::ops::Range;
+
+/// How much of its part of the next matrix each thread warms: the SmolLM2 layer
+/// matrices' parts are 100-550 KB. Greedy decoding ran 1.017-1.050x as fast with 256 KiB
+/// in three runs (Zen 4, in-process interleaved), 1.02-1.04x with 64 KiB to 1 MiB.
+const WARM_BYTES: usize = 256 << 10;
 
 /// Owns the thread pool and the chosen instruction set. `Send + Sync`; concurrent
 /// `matmul` calls on one executor are serialised.
@@ -99,6 +104,20 @@ impl Executor {
         } else {
             Err(KernelError::WorkerPanicked)
         }
+    }
+
+    /// Asks each thread to pull the start of its part of `w` (256 KiB of it) into L2
+    /// while it waits for work, for a matmul by `w` coming next. A forward's threads
+    /// idle between dispatches (one thread's row-wise steps, unequal attention items,
+    /// the caller's sampling between forwards) with the memory bus quiet; warming the next
+    /// matrix there starts its stream early. Only a hint: results never depend on it.
+    pub fn warm_next(&self, w: &PackedMatrix) {
+        let shares = self.pool.shares();
+        let base = w.data().as_ptr() as usize;
+        self.pool.warm(&|t| {
+            let r = warm_range(w, shares, t);
+            base + r.start..base + r.end
+        });
     }
 
     /// `out[r * w.n() + c] = y[r][c]` with `y = x · Wᵀ`; `out.len()` must be
@@ -246,6 +265,15 @@ impl Executor {
     }
 }
 
+/// The bytes of `w` thread `t` warms: the start of its own shares' tiles, which it runs
+/// first and in order.
+fn warm_range(w: &PackedMatrix, shares: usize, t: usize) -> Range<usize> {
+    let per_tile = w.data().len() / w.n_tiles();
+    let first = share_of(w.n_tiles(), shares, t * CHUNKS).start * per_tile;
+    let end = share_of(w.n_tiles(), shares, (t + 1) * CHUNKS - 1).end * per_tile;
+    first..end.min(first + WARM_BYTES)
+}
+
 /// Tiles of share i: contiguous, depending only on (n_tiles, shares); a thread's shares
 /// are consecutive, so its part of the matrix is one contiguous range.
 fn share_of(n_tiles: usize, shares: usize, i: usize) -> Range<usize> {
@@ -268,6 +296,25 @@ mod tests {
                     next = r.end;
                 }
                 assert_eq!(next, n_tiles);
+            }
+        }
+    }
+
+    #[test]
+    fn each_thread_warms_the_start_of_its_own_tiles() {
+        for (n, k) in [(32, 32), (100, 64), (3072, 576), (49152, 576)] {
+            let w = PackedMatrix::from_f32(&vec![0.5; n * k], n, k).unwrap();
+            let per_tile = w.data().len() / w.n_tiles();
+            for threads in 1..=3 {
+                let shares = threads * CHUNKS;
+                for t in 0..threads {
+                    let r = warm_range(&w, shares, t);
+                    let tiles = share_of(w.n_tiles(), shares, t * CHUNKS);
+                    assert_eq!(r.start, tiles.start * per_tile, "n={n} t={t}");
+                    assert!(r.end <= w.data().len() && r.len() <= WARM_BYTES);
+                    let own = share_of(w.n_tiles(), shares, (t + 1) * CHUNKS - 1).end;
+                    assert_eq!(r.len(), ((own - tiles.start) * per_tile).min(WARM_BYTES));
+                }
             }
         }
     }

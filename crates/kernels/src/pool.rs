@@ -9,7 +9,12 @@
 //! every thread runs exactly its own; when a worker is descheduled (a busy machine), the
 //! others take over its unstarted shares instead of waiting out its time slice. Which
 //! thread computes a share never changes its result.
+//!
+//! A thread waiting for work (a worker between jobs, the caller at a join) meanwhile
+//! prefetches into L2 the address range of its latest warming order, a few lines between
+//! checks for work: its part of the matrix the next job will stream (`Executor::warm_next`).
 
+use std::ops::Range;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::{Arc, Mutex};
@@ -44,6 +49,55 @@ struct Shared {
     parked: Vec<AtomicBool>,
     panicked: AtomicBool,
     shutdown: AtomicBool,
+    /// Per thread: bytes to pull into L2 while it waits (its part of the next matrix).
+    warm: Vec<Warm>,
+}
+
+/// One thread's warming order: an address range and the order's number (a new number
+/// restarts the thread's warming).
+#[repr(align(64))]
+#[derive(Default)]
+struct Warm {
+    order: AtomicU64,
+    start: AtomicUsize,
+    end: AtomicUsize,
+}
+
+/// A thread's progress through its latest warming order.
+#[derive(Default)]
+struct Warming {
+    order: u64,
+    next: usize,
+    end: usize,
+}
+
+/// Bytes warmed between two checks for a new job: 16 lines.
+const WARM_STEP: usize = 16 * 64;
+/// The most one order warms: an order torn by two threads giving orders at once (start
+/// from one, end from the other) costs a bounded number of useless prefetches.
+const WARM_LIMIT: usize = 4 << 20;
+
+impl Warming {
+    /// Warms the next few lines of thread `me`'s order; false when there are none.
+    fn step(&mut self, s: &Shared, me: usize) -> bool {
+        let w = &s.warm[me];
+        let order = w.order.load(Acquire);
+        if order != self.order {
+            self.order = order;
+            self.next = w.start.load(Relaxed);
+            self.end = w
+                .end
+                .load(Relaxed)
+                .min(self.next.saturating_add(WARM_LIMIT));
+        }
+        if self.next >= self.end {
+            return false;
+        }
+        let to = (self.next + WARM_STEP).min(self.end);
+        crate::simd::warm_l2(self.next..to);
+        self.next = to;
+        true
+    }
 }
 
 /// One thread's claim slots, on their own cache line (each thread mostly claims its own).
@@ -53,8 +107,9 @@ struct Claims([AtomicU64; CHUNKS]);
 pub(crate) struct Pool {
     shared: Arc<Shared>,
     workers: Vec<JoinHandle<()>>,
-    /// One dispatch at a time (the job slot is single).
-    dispatch: Mutex<()>,
+    /// One dispatch at a time (the job slot is single); it holds the dispatching
+    /// thread's warming progress.
+    dispatch: Mutex<Warming>,
     /// Dispatch counts and barrier waits, kept only while profiling (off: one load).
     sync: SyncCounters,
 }
@@ -90,6 +145,7 @@ impl Pool {
             parked: (1..threads).map(|_| AtomicBool::new(false)).collect(),
             panicked: AtomicBool::new(false),
             shutdown: AtomicBool::new(false),
+            warm: (0..threads).map(|_| Warm::default()).collect(),
         });
         let workers = (1..threads)
             .map(|i| {
@@ -103,7 +159,7 @@ impl Pool {
         Pool {
             shared,
             workers,
-            dispatch: Mutex::new(()),
+            dispatch: Mutex::new(Warming::default()),
             sync: SyncCounters::default(),
         }
     }
@@ -130,6 +186,17 @@ impl Pool {
         self.threads() * CHUNKS
     }
 
+    /// Asks each thread to pull `range(thread)` (addresses) into L2 while it waits for
+    /// work; a later order replaces an unfinished one.
+    pub(crate) fn warm(&self, range: &dyn Fn(usize) -> Range<usize>) {
+        for (t, w) in self.shared.warm.iter().enumerate() {
+            let r = range(t);
+            w.start.store(r.start, Relaxed);
+            w.end.store(r.end, Relaxed);
+            w.order.fetch_add(1, Release);
+        }
+    }
+
     /// Runs `f(i)` once for every share i in 0..shares(), on the calling thread and the
     /// workers, returning when all are done. Returns false if any share panicked.
     pub(crate) fn run(&self, f: &(dyn Fn(usize) + Sync)) -> bool {
@@ -140,7 +207,7 @@ impl Pool {
         if self.workers.is_empty() {
             return catch_unwind(AssertUnwindSafe(|| (0..CHUNKS).for_each(f))).is_ok();
         }
-        let _one_at_a_time = self.dispatch.lock().unwrap_or_else(|e| e.into_inner());
+        let mut warming = self.dispatch.lock().unwrap_or_else(|e| e.into_inner());
         let s = &*self.shared;
         let job: JobRef = f;
         s.panicked.store(false, Relaxed);
@@ -156,9 +223,12 @@ impl Pool {
         claim_and_run(s, generation, 0);
         let waiting = profiling.then(Instant::now);
         // Shares claimed by workers may still run, borrowing `job` from this frame.
+        // Waiting, the caller warms its part of the next matrix, as idle workers do.
         let mut backoff = Backoff::new();
         while s.pending.load(Acquire) != 0 {
-            backoff.snooze();
+            if !warming.step(s, 0) {
+                backoff.snooze();
+            }
         }
         if let Some(t) = waiting {
             let ns = t.elapsed().as_nanos() as u64;
@@ -219,8 +289,9 @@ fn claim_and_run(s: &Shared, generation: u64, me: usize) {
 
 fn worker(s: &Shared, index: usize) {
     let mut seen = 0;
+    let mut warming = Warming::default();
     loop {
-        seen = wait_for_job(s, seen, index - 1);
+        seen = wait_for_job(s, seen, index, &mut warming);
         if s.shutdown.load(SeqCst) {
             return;
         }
@@ -229,12 +300,16 @@ fn worker(s: &Shared, index: usize) {
 }
 
 /// Spins until the generation moves past `seen`, parking after `SPIN` of idleness.
-fn wait_for_job(s: &Shared, seen: u64, slot: usize) -> u64 {
+fn wait_for_job(s: &Shared, seen: u64, index: usize, warming: &mut Warming) -> u64 {
+    let slot = index - 1;
     let mut backoff = Backoff::new();
     loop {
         let g = s.generation.load(Acquire);
         if g != seen {
             return g;
+        }
+        if warming.step(s, index) {
+            continue;
         }
         if backoff.snooze() > SPIN {
             // Announce, then re-check: either the dispatcher sees the flag and unparks
@@ -338,6 +413,40 @@ mod tests {
             }));
         }
         assert_eq!(count.load(Relaxed), 3 * pool.shares());
+    }
+
+    #[test]
+    fn warming_walks_each_order_once_in_bounded_steps() {
+        let pool = Pool::new(2);
+        let s = &*pool.shared;
+        let mut w = Warming::default();
+        assert!(!w.step(s, 1), "no order yet");
+        let buf = vec![0u8; 3 * WARM_STEP + 5];
+        let base = buf.as_ptr() as usize;
+        pool.warm(&|t| base + t..base + buf.len());
+        let steps = std::iter::from_fn(|| w.step(s, 1).then_some(())).count();
+        assert_eq!(steps, 4);
+        // A new order restarts; an order torn into a huge range stops at the limit.
+        pool.warm(&|_| 8..usize::MAX);
+        let steps = std::iter::from_fn(|| w.step(s, 1).then_some(())).count();
+        assert_eq!(steps, WARM_LIMIT / WARM_STEP);
+    }
+
+    #[test]
+    fn warming_orders_leave_jobs_alone() {
+        // Any addresses at all, even unmapped ones: prefetches never fault.
+        for threads in 1..=3 {
+            let pool = Pool::new(threads);
+            let hits: Vec<AtomicUsize> = (0..pool.shares()).map(|_| AtomicUsize::new(0)).collect();
+            for i in 0..300usize {
+                let start = i.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+                pool.warm(&|t| start + t..start.saturating_add(i << 12));
+                assert!(pool.run(&|j| {
+                    hits[j].fetch_add(1, Relaxed);
+                }));
+            }
+            assert!(hits.iter().all(|h| h.load(Relaxed) == 300));
+        }
     }
 
     #[test]

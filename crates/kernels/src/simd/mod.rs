@@ -289,3 +289,17 @@ unsafe fn quad(p: *const i8) -> i32 {
     // SAFETY: per the contract; no alignment needed.
     unsafe { p.cast::<i32>().read_unaligned() }
 }
+
+/// Pulls the cache lines of `lines` (addresses, stepped by 64) into L2. A prefetch is a
+/// hint with no architectural effect, so any address is allowed.
+#[inline]
+pub(crate) fn warm_l2(lines: Range<usize>) {
+    #[cfg(target_arch = "x86_64")]
+    for a in lines.step_by(64) {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T1};
+        // SAFETY: a prefetch never faults and changes no memory, whatever the address.
+        unsafe { _mm_prefetch::<_MM_HINT_T1>(a as *const i8) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = lines;
+}

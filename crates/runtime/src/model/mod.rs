@@ -208,12 +208,16 @@ impl Model {
         let positions = rows.iter().map(|r| r.pos + 1).max().unwrap_or(0);
         let ropes: Vec<RopeTable<'_>> = self.ropes.iter().map(|r| r.table(positions)).collect();
         prof.add(Phase::Setup, t);
+        // Each matrix is warmed while the one before it and the steps between run (see
+        // `Executor::warm_next`); the first layer's after the head, for the next forward.
+        let warm = |m| self.exec.warm_next(m);
         let layers = self.weights.layers.iter().zip(&self.spec.layers);
         for (li, (layer, spec)) in layers.enumerate() {
             let t = prof.start();
             self.norm_rows(&x, &layer.attn_norm, &mut xn);
             prof.add(Phase::Norms, t);
             self.matmul(Phase::Qkv, &layer.qkv, &xn, n, &mut qrows, &mut qkv)?;
+            warm(&layer.o);
             let t = prof.start();
             for (r, info) in rows.iter().enumerate() {
                 let row = &mut qkv[r * (qd + 2 * kvd)..(r + 1) * (qd + 2 * kvd)];
@@ -234,6 +238,7 @@ impl Model {
             self.attention(inputs, &rows, &blocks, &paths, li, &qkv, &mut attn)?;
             prof.add(Phase::Attention, t);
             self.matmul(Phase::AttnOut, &layer.o, &attn, n, &mut qrows, &mut proj)?;
+            warm(&layer.gate_up);
             let t = prof.start();
             self.add_residual(&mut x, &proj, layer.post_attn_norm.as_deref(), &mut xn);
             self.norm_rows(&x, &layer.ffn_norm, &mut xn);
@@ -246,16 +251,23 @@ impl Model {
                 &mut qrows,
                 &mut gate_up,
             )?;
+            warm(&layer.down);
             let t = prof.start();
             self.gated_rows(spec.activation, &gate_up, &mut act)?;
             prof.add(Phase::Activation, t);
             self.matmul(Phase::Down, &layer.down, &act, n, &mut qrows, &mut proj)?;
+            let next = self.weights.layers.get(li + 1).map(|l| &l.qkv);
+            warm(next.unwrap_or(&self.weights.head));
             let t = prof.start();
             self.add_residual(&mut x, &proj, layer.post_ffn_norm.as_deref(), &mut xn);
             prof.add(Phase::Norms, t);
         }
         drop(ropes);
         Batch::finish(inputs);
-        self.logits_rows(inputs, &input_rows, &x, &mut qrows)
+        let out = self.logits_rows(inputs, &input_rows, &x, &mut qrows);
+        if let Some(l0) = self.weights.layers.first() {
+            warm(&l0.qkv);
+        }
+        out
     }
 }
