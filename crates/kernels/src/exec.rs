@@ -4,7 +4,7 @@
 use crate::error::KernelError;
 use crate::isa::Isa;
 use crate::pack::{PackedMatrix, TILE};
-use crate::pool::{Pool, SyncStats, CHUNKS};
+use crate::pool::{Pool, SyncStats};
 use crate::quant::QuantizedRows;
 use crate::simd::vecops::VecOps;
 use crate::simd::{self, Job};
@@ -112,10 +112,10 @@ impl Executor {
     /// the caller's sampling between forwards) with the memory bus quiet; warming the next
     /// matrix there starts its stream early. Only a hint: results never depend on it.
     pub fn warm_next(&self, w: &PackedMatrix) {
-        let shares = self.pool.shares();
+        let threads = self.threads();
         let base = w.data().as_ptr() as usize;
         self.pool.warm(&|t| {
-            let r = warm_range(w, shares, t);
+            let r = warm_range(w, threads, t);
             base + r.start..base + r.end
         });
     }
@@ -265,13 +265,14 @@ impl Executor {
     }
 }
 
-/// The bytes of `w` thread `t` warms: the start of its own shares' tiles, which it runs
-/// first and in order.
-fn warm_range(w: &PackedMatrix, shares: usize, t: usize) -> Range<usize> {
+/// The bytes of `w` thread `t` of `threads` warms: the start of its own shares' tiles,
+/// which it runs first and in order. Its `CHUNKS` consecutive shares of `threads · CHUNKS`
+/// are together exactly its share of `threads`.
+fn warm_range(w: &PackedMatrix, threads: usize, t: usize) -> Range<usize> {
     let per_tile = w.data().len() / w.n_tiles();
-    let first = share_of(w.n_tiles(), shares, t * CHUNKS).start * per_tile;
-    let end = share_of(w.n_tiles(), shares, (t + 1) * CHUNKS - 1).end * per_tile;
-    first..end.min(first + WARM_BYTES)
+    let tiles = share_of(w.n_tiles(), threads, t);
+    let first = tiles.start * per_tile;
+    first..(tiles.end * per_tile).min(first + WARM_BYTES)
 }
 
 /// Tiles of share i: contiguous, depending only on (n_tiles, shares); a thread's shares
@@ -284,6 +285,7 @@ fn share_of(n_tiles: usize, shares: usize, i: usize) -> Range<usize> {
 mod tests {
     use super::*;
     use crate::pack::WeightFormat;
+    use crate::pool::CHUNKS;
 
     #[test]
     fn shares_cover_all_tiles_once() {
@@ -308,7 +310,7 @@ mod tests {
             for threads in 1..=3 {
                 let shares = threads * CHUNKS;
                 for t in 0..threads {
-                    let r = warm_range(&w, shares, t);
+                    let r = warm_range(&w, threads, t);
                     let tiles = share_of(w.n_tiles(), shares, t * CHUNKS);
                     assert_eq!(r.start, tiles.start * per_tile, "n={n} t={t}");
                     assert!(r.end <= w.data().len() && r.len() <= WARM_BYTES);

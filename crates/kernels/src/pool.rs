@@ -187,8 +187,11 @@ impl Pool {
     }
 
     /// Asks each thread to pull `range(thread)` (addresses) into L2 while it waits for
-    /// work; a later order replaces an unfinished one.
+    /// work; a later order replaces an unfinished one. Alone, the caller never waits.
     pub(crate) fn warm(&self, range: &dyn Fn(usize) -> Range<usize>) {
+        if self.workers.is_empty() {
+            return;
+        }
         for (t, w) in self.shared.warm.iter().enumerate() {
             let r = range(t);
             w.start.store(r.start, Relaxed);
