@@ -66,6 +66,26 @@ pub fn run(cmd: ModelCommand) -> anyhow::Result<()> {
             );
             let types: Vec<String> = types.iter().map(|(t, n)| format!("{t} x{n}")).collect();
             println!("tensor types:    {}", types.join(", "));
+            // Matrices the kernels do not run as stored are converted to Q8_0 at load
+            // (more bytes to stream per token than the file holds). The token embedding
+            // stays as stored: one row is dequantized per token.
+            let mut converted: BTreeMap<String, usize> = BTreeMap::new();
+            let matrices = file.tensors.iter().filter(|t| t.dims.len() == 2);
+            for t in matrices.filter(|t| t.name != specdec_gguf::names::TOKEN_EMBD) {
+                if specdec_runtime::native_format(t.ty).is_none() {
+                    *converted.entry(format!("{:?}", t.ty)).or_default() += 1;
+                }
+            }
+            let converted: Vec<String> =
+                converted.iter().map(|(t, n)| format!("{t} x{n}")).collect();
+            println!(
+                "converted:       {}",
+                if converted.is_empty() {
+                    "none (every quantized matrix runs in its own format)".to_string()
+                } else {
+                    format!("{} to Q8_0 at load", converted.join(", "))
+                }
+            );
             println!(
                 "tokenizer:       {}",
                 file.get("tokenizer.ggml.model")

@@ -234,6 +234,22 @@ impl GgufFile {
         &self.storage.bytes()[info.offset..info.offset + info.size]
     }
 
+    /// Tells the OS that a tensor's mapped pages are no longer needed, so a loader that has
+    /// repacked it does not keep a second copy of the weights resident. The data stays
+    /// readable (pages fault in again from the file); a file read into memory is left as
+    /// it is. Only a hint: errors are ignored.
+    pub fn release(&self, info: &TensorInfo) {
+        #[cfg(unix)]
+        if let Storage::Mmap(m) = &self.storage {
+            // SAFETY: the map is read-only and file-backed, so dropping its pages discards
+            // nothing: any later read faults the same bytes in from the file. No slice
+            // into it is written through.
+            let _ = unsafe {
+                m.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, info.offset, info.size)
+            };
+        }
+    }
+
     pub fn get(&self, key: &str) -> Option<&Value> {
         self.metadata.get(key)
     }

@@ -5,9 +5,17 @@ use crate::isa::Isa;
 /// Everything that can go wrong when packing weights or running a matmul.
 #[derive(thiserror::Error, Debug, Clone, PartialEq, Eq)]
 pub enum KernelError {
-    /// The inner dimension must be a positive multiple of the 32-value block size.
-    #[error("k = {k} is not a positive multiple of 32")]
-    BadK { k: usize },
+    /// The inner dimension must be a positive multiple of the format's block size (32, or
+    /// 256 for the K formats).
+    #[error("k = {k} is not a positive multiple of {format}'s block of {block} values")]
+    BadK {
+        k: usize,
+        block: usize,
+        format: &'static str,
+    },
+    /// Stacked parts of different formats must meet at a 32-column tile boundary.
+    #[error("stacked parts change format after {columns} columns, not a multiple of 32")]
+    RaggedStack { columns: usize },
     /// A matrix needs at least one output row.
     #[error("n = 0: a matrix needs at least one output row")]
     EmptyMatrix,

@@ -2,8 +2,9 @@
 //! of tiles for all rows.
 
 use crate::error::KernelError;
+use crate::format::TILE;
 use crate::isa::Isa;
-use crate::pack::{PackedMatrix, TILE};
+use crate::pack::PackedMatrix;
 use crate::pool::{Pool, SyncStats};
 use crate::quant::QuantizedRows;
 use crate::simd::vecops::VecOps;
@@ -132,7 +133,7 @@ impl Executor {
         if x.rows() == 0 {
             return Ok(());
         }
-        let job = Job::new(w, x, out);
+        let job = Job::new(w.view(), x.view(), out);
         let isa = self.isa;
         self.run_shares(w.n_tiles(), &|tiles| {
             // SAFETY: `isa` was checked available at construction; `job` was built from
@@ -164,7 +165,7 @@ impl Executor {
         if x.rows() == 0 || tiles.is_empty() {
             return Ok(());
         }
-        let job = Job::new(w, x, out);
+        let job = Job::new(w.view(), x.view(), out);
         let isa = self.isa;
         self.run_shares(tiles.len(), &|share| {
             for &t in &tiles[share] {
@@ -201,7 +202,7 @@ impl Executor {
             return Ok(());
         }
         let first = tiles.start;
-        let job = Job::block(w, x, tiles.clone(), out);
+        let job = Job::block(w.view(), x.view(), tiles.clone(), out);
         let isa = self.isa;
         self.run_shares(tiles.len(), &|share| {
             // SAFETY: as in `matmul`: `isa` available, shapes validated, the tiles lie
@@ -258,7 +259,7 @@ impl Executor {
         }
         assert_eq!(out.len(), x.rows() * w.n());
         assert_eq!(x.k(), w.k());
-        let job = Job::new(w, x, out);
+        let job = Job::new(w.view(), x.view(), out);
         // SAFETY: features checked above, shapes asserted, single thread.
         unsafe { simd::run_vnni256_evex(&job, 0..w.n_tiles()) };
         Some(())
@@ -269,10 +270,9 @@ impl Executor {
 /// which it runs first and in order. Its `CHUNKS` consecutive shares of `threads · CHUNKS`
 /// are together exactly its share of `threads`.
 fn warm_range(w: &PackedMatrix, threads: usize, t: usize) -> Range<usize> {
-    let per_tile = w.data().len() / w.n_tiles();
     let tiles = share_of(w.n_tiles(), threads, t);
-    let first = tiles.start * per_tile;
-    first..(tiles.end * per_tile).min(first + WARM_BYTES)
+    let first = w.tile_offset(tiles.start);
+    first..w.tile_offset(tiles.end).min(first + WARM_BYTES)
 }
 
 /// Tiles of share i: contiguous, depending only on (n_tiles, shares); a thread's shares
@@ -284,7 +284,7 @@ fn share_of(n_tiles: usize, shares: usize, i: usize) -> Range<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pack::WeightFormat;
+    use crate::format::WeightFormat;
     use crate::pool::CHUNKS;
 
     #[test]
@@ -333,8 +333,8 @@ mod tests {
             s ^= s << 17;
             s
         };
-        for format in [WeightFormat::Q4_0, WeightFormat::Q4_1, WeightFormat::Q8_0] {
-            let (n, k) = (75, 96);
+        for format in WeightFormat::ALL {
+            let (n, k) = (75, 2 * format.block_values());
             let mut bytes: Vec<u8> = (0..n * k / 32 * format.block_bytes())
                 .map(|_| next() as u8)
                 .collect();

@@ -36,9 +36,11 @@ impl Isa {
                 Isa::Avx512Vnni => {
                     has!("avx512f")
                         && has!("avx512bw")
+                        && has!("avx512vl")
                         && has!("avx512vnni")
                         && has!("avx2")
                         && has!("fma")
+                        && has!("f16c")
                 }
                 // F16C widens the packed f16 scales (every AVX2 CPU has it).
                 Isa::AvxVnni => has!("avx2") && has!("fma") && has!("f16c") && has!("avxvnni"),

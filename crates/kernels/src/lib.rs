@@ -1,7 +1,7 @@
 //! Batch-invariant quantized matmul kernels for CPU speculative decoding.
 //!
-//! `y = x · Wᵀ` with GGML-quantized weights (Q4_0, Q4_1, Q8_0) repacked at load into
-//! 32-column tiles, and activations quantized per row to int8 blocks of 32. Every output
+//! `y = x · Wᵀ` with GGML-quantized weights (Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q6_K) repacked
+//! at load into 32-column tiles (`format.rs` has the layout), and activations quantized per row to int8 blocks of 32. Every output
 //! element follows one fixed arithmetic sequence (exact integer block sums, then a fixed
 //! chain of f32 multiply/fma in block order), so results are bit-identical whatever the
 //! number of rows in the batch, the thread count, or the instruction set chosen.
@@ -23,8 +23,10 @@
 //! ```
 
 mod align;
+mod block_quant;
 mod error;
 mod exec;
+mod format;
 mod isa;
 mod pack;
 mod pool;
@@ -35,8 +37,9 @@ mod simd;
 pub use align::AlignedF32;
 pub use error::KernelError;
 pub use exec::Executor;
+pub use format::WeightFormat;
 pub use isa::Isa;
-pub use pack::{PackedMatrix, WeightFormat};
+pub use pack::PackedMatrix;
 pub use pool::SyncStats;
 pub use quant::QuantizedRows;
 pub use roofline::Ceilings;

@@ -1,108 +1,44 @@
-//! Weight repacking: GGML blocks → 32-column tiles laid out for `vpdpbusd`.
+//! Weight repacking: GGML blocks → 32-column tiles in the layout `format.rs` describes.
 //!
-//! Per (tile, k-block) one contiguous, 64-byte-aligned record:
-//! - 32 × f16 block scales `d` (columns 0..32 of the tile, the file's own bits), and for
-//!   Q4_1 then 32 × f16 mins: the kernels widen them to f32 (exact), so a record is no
-//!   larger than the GGML blocks it holds and a forward streams the file's bytes, not
-//!   20% more;
-//! - the quants as 64-byte vectors, vector `(p, g)` at `quant_offset + (2p + g) · 64`,
-//!   where `g` is the 16-column group and column `c` of the group owns bytes `4c..4c+4`:
-//!   - Q8_0, `p` in 0..8: weights `q + 128` (unsigned) for k = 4p..4p+4;
-//!   - Q4_0 / Q4_1, `p` in 0..4: byte = GGML byte `4p + i`, i.e. the low nibble holds
-//!     k = 4p + i and the high nibble k = 16 + 4p + i, so one AND and one shift+AND give
-//!     the unsigned operands for two k-quads.
-//!
-//! The 256-bit kernels read the same vectors as two halves (columns 0..8 and 8..16).
-//! `n` is padded to whole tiles with zero columns whose results are never written.
+//! A matrix may stack parts of different formats along n (a Q4_K_M file stores `attn_q`
+//! and `attn_k` as Q4_K and `attn_v` as Q6_K): each run of one format is a [`Segment`]
+//! of whole tiles with its own layout, so every weight is the file's own and one matmul
+//! still covers q, k and v. `n` is padded to whole tiles with zero columns whose results
+//! are never written.
 
 use crate::align::AlignedBuf;
+use crate::block_quant::quantize_row_q8_0_ggml;
 use crate::error::KernelError;
-use crate::quant::{quantize_row_q8_0_ggml, QK};
+use crate::format::{Segment, WeightFormat, QK, SCALES, TILE};
+use crate::simd::Weights;
 use half::f16;
-
-/// Output columns per tile.
-pub(crate) const TILE: usize = 32;
-/// Bytes of the f16 scale (or min) array of one record.
-pub(crate) const SCALES: usize = TILE * 2;
-
-/// GGML quantized weight formats this crate packs.
-#[allow(non_camel_case_types)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum WeightFormat {
-    /// f16 d, 16 bytes of nibbles: w = d · (nib − 8).
-    Q4_0,
-    /// f16 d, f16 m, 16 bytes of nibbles: w = d · nib + m.
-    Q4_1,
-    /// f16 d, 32 × i8: w = d · q.
-    Q8_0,
-}
-
-impl WeightFormat {
-    /// Every format, in declaration order ([`WeightFormat::index`]).
-    pub const ALL: [WeightFormat; 3] = [WeightFormat::Q4_0, WeightFormat::Q4_1, WeightFormat::Q8_0];
-
-    /// Its place in [`WeightFormat::ALL`]: for arrays with one entry per format.
-    pub fn index(self) -> usize {
-        self as usize
-    }
-
-    /// The GGML type's name.
-    pub fn name(self) -> &'static str {
-        match self {
-            WeightFormat::Q4_0 => "Q4_0",
-            WeightFormat::Q4_1 => "Q4_1",
-            WeightFormat::Q8_0 => "Q8_0",
-        }
-    }
-
-    /// Bytes of one GGML block of 32 values.
-    pub fn block_bytes(self) -> usize {
-        match self {
-            WeightFormat::Q4_0 => 18,
-            WeightFormat::Q4_1 => 20,
-            WeightFormat::Q8_0 => 34,
-        }
-    }
-
-    /// Offset of the quant vectors inside a packed record.
-    pub(crate) fn quant_offset(self) -> usize {
-        match self {
-            WeightFormat::Q4_1 => 2 * SCALES,
-            _ => SCALES,
-        }
-    }
-
-    /// Bytes of one packed (tile, k-block) record; always a multiple of 64.
-    pub(crate) fn record_bytes(self) -> usize {
-        let quants = match self {
-            WeightFormat::Q8_0 => TILE * QK,
-            _ => TILE * QK / 2,
-        };
-        self.quant_offset() + quants
-    }
-}
 
 /// A weight matrix repacked for the kernels. Immutable; `Send + Sync`.
 pub struct PackedMatrix {
-    format: WeightFormat,
     n: usize,
     k: usize,
+    segments: Vec<Segment>,
     buf: AlignedBuf,
 }
 
 impl std::fmt::Debug for PackedMatrix {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PackedMatrix")
-            .field("format", &self.format)
+            .field("formats", &self.formats().collect::<Vec<_>>())
             .field("n", &self.n)
             .field("k", &self.k)
             .finish()
     }
 }
 
-fn check_shape(n: usize, k: usize) -> Result<(), KernelError> {
-    if k == 0 || !k.is_multiple_of(QK) {
-        return Err(KernelError::BadK { k });
+fn check_shape(format: WeightFormat, n: usize, k: usize) -> Result<(), KernelError> {
+    let block = format.block_values();
+    if k == 0 || !k.is_multiple_of(block) {
+        return Err(KernelError::BadK {
+            k,
+            block,
+            format: format.name(),
+        });
     }
     if n == 0 {
         return Err(KernelError::EmptyMatrix);
@@ -116,40 +52,90 @@ fn check_shape(n: usize, k: usize) -> Result<(), KernelError> {
 }
 
 impl PackedMatrix {
-    /// `bytes`: n rows × (k/32) GGML blocks of `format`, row-major as stored in a GGUF file.
+    /// `bytes`: n rows × (k / block values) GGML blocks of `format`, row-major as stored
+    /// in a GGUF file.
     pub fn from_ggml(
         format: WeightFormat,
         bytes: &[u8],
         n: usize,
         k: usize,
     ) -> Result<Self, KernelError> {
-        check_shape(n, k)?;
-        let kb = k / QK;
-        let bs = format.block_bytes();
-        let expected = n * kb * bs;
-        if bytes.len() != expected {
-            return Err(KernelError::WeightBytes {
-                expected,
-                actual: bytes.len(),
-            });
-        }
-        let rec = format.record_bytes();
-        let n_tiles = n.div_ceil(TILE);
-        let mut buf = AlignedBuf::zeroed(n_tiles * kb * rec);
-        let dst = buf.as_mut_slice();
-        for (c, row) in bytes.chunks_exact(kb * bs).enumerate() {
-            let (t, j) = (c / TILE, c % TILE);
-            for (b, block) in row.chunks_exact(bs).enumerate() {
-                let r = &mut dst[(t * kb + b) * rec..][..rec];
-                pack_block(format, block, j, r);
+        Self::stack(&[(format, bytes, n)], k)
+    }
+
+    /// Matrices sharing `k`, stacked along n in order: `(format, bytes, n)` each, bytes as
+    /// for [`PackedMatrix::from_ggml`]. Consecutive parts of one format are packed as one;
+    /// where the format changes, the columns before must fill whole 32-column tiles.
+    pub fn stack(parts: &[(WeightFormat, &[u8], usize)], k: usize) -> Result<Self, KernelError> {
+        // Runs of one format: (format, first part, end part, columns).
+        let mut runs: Vec<(WeightFormat, usize, usize, usize)> = Vec::new();
+        for (i, &(format, bytes, n)) in parts.iter().enumerate() {
+            check_shape(format, n, k)?;
+            let expected = n * (k / format.block_values()) * format.block_bytes();
+            if bytes.len() != expected {
+                return Err(KernelError::WeightBytes {
+                    expected,
+                    actual: bytes.len(),
+                });
+            }
+            match runs.last_mut() {
+                Some(run) if run.0 == format => {
+                    run.2 = i + 1;
+                    run.3 += n;
+                }
+                last => {
+                    if let Some(&mut (_, _, _, cols)) = last {
+                        if !cols.is_multiple_of(TILE) {
+                            return Err(KernelError::RaggedStack { columns: cols });
+                        }
+                    }
+                    runs.push((format, i, i + 1, n));
+                }
             }
         }
-        Ok(PackedMatrix { format, n, k, buf })
+        let Some(&(first, ..)) = runs.first() else {
+            return Err(KernelError::EmptyMatrix);
+        };
+        let n: usize = runs.iter().map(|r| r.3).sum();
+        check_shape(first, n, k)?;
+        let kb = k / QK;
+        let (mut segments, mut tile0, mut offset) = (Vec::new(), 0, 0);
+        for &(format, _, _, cols) in &runs {
+            let tiles = cols.div_ceil(TILE);
+            segments.push(Segment {
+                format,
+                tile0,
+                tiles,
+                cols,
+                offset,
+            });
+            tile0 += tiles;
+            offset += tiles * kb * format.record_bytes();
+        }
+        let mut buf = AlignedBuf::zeroed(offset);
+        let dst = buf.as_mut_slice();
+        for (seg, &(format, p0, p1, _)) in segments.iter().zip(&runs) {
+            let tile_bytes = kb * format.record_bytes();
+            let row_bytes = k / format.block_values() * format.block_bytes();
+            let rows = parts[p0..p1]
+                .iter()
+                .flat_map(|p| p.1.chunks_exact(row_bytes));
+            for (c, row) in rows.enumerate() {
+                let at = seg.offset + (c / TILE) * tile_bytes;
+                pack_row(format, row, c % TILE, &mut dst[at..at + tile_bytes]);
+            }
+        }
+        Ok(PackedMatrix {
+            n,
+            k,
+            segments,
+            buf,
+        })
     }
 
     /// Quantize f32 weights `[n][k]` to Q8_0 exactly as ggml does and pack them.
     pub fn from_f32(w: &[f32], n: usize, k: usize) -> Result<Self, KernelError> {
-        check_shape(n, k)?;
+        check_shape(WeightFormat::Q8_0, n, k)?;
         if w.len() != n * k {
             return Err(KernelError::WeightValues {
                 expected: n * k,
@@ -174,8 +160,10 @@ impl PackedMatrix {
         self.k
     }
 
-    pub fn format(&self) -> WeightFormat {
-        self.format
+    /// The formats of the stacked parts in column order, with their column counts (one
+    /// entry for a matrix of one format).
+    pub fn formats(&self) -> impl Iterator<Item = (WeightFormat, usize)> + '_ {
+        self.segments.iter().map(|s| (s.format, s.cols))
     }
 
     /// Bytes of packed data (what one pass over the matrix reads).
@@ -196,42 +184,160 @@ impl PackedMatrix {
         tiles.len()
     }
 
+    /// Byte offset of tile `t` (`t ≤ n_tiles`: the end of the data for `n_tiles`).
+    pub(crate) fn tile_offset(&self, t: usize) -> usize {
+        let kb = self.k / QK;
+        self.segments
+            .iter()
+            .find(|s| t < s.tile0 + s.tiles)
+            .map_or(self.packed_bytes(), |s| {
+                s.offset + (t - s.tile0) * kb * s.format.record_bytes()
+            })
+    }
+
+    /// The matrix as a kernel job reads it.
+    pub(crate) fn view(&self) -> Weights<'_> {
+        Weights {
+            data: self.buf.as_slice(),
+            segments: &self.segments,
+            n: self.n,
+            k: self.k,
+        }
+    }
+
     pub(crate) fn data(&self) -> &[u8] {
         self.buf.as_slice()
     }
 }
 
-fn f16_le(b: &[u8], at: usize) -> f16 {
-    f16::from_le_bytes([b[at], b[at + 1]])
+fn f16_bits(b: &[u8], at: usize) -> [u8; 2] {
+    f16::from_le_bytes([b[at], b[at + 1]]).to_ne_bytes()
 }
 
-/// Writes column `j` (0..32) of one record from one GGML block.
-fn pack_block(format: WeightFormat, block: &[u8], j: usize, rec: &mut [u8]) {
-    let (g, c) = (j / 16, j % 16);
-    rec[2 * j..2 * j + 2].copy_from_slice(&f16_le(block, 0).to_ne_bytes());
-    let qo = format.quant_offset();
-    let qs = match format {
-        WeightFormat::Q4_1 => {
-            let m = f16_le(block, 2).to_ne_bytes();
-            rec[SCALES + 2 * j..SCALES + 2 * j + 2].copy_from_slice(&m);
-            &block[4..]
+/// One 32-value block of one column as the kernels use it: unsigned quants and the
+/// block's own scale bytes.
+struct Block {
+    /// Quants (Q8_0: q + 128; the others unsigned as stored).
+    q: [u8; QK],
+    /// Q4_K: 6-bit scale and min; Q6_K: the two i8 scales of its 16-value halves.
+    scales: [u8; 2],
+}
+
+/// Writes column `j` (0..32) of every group of one tile from one row of GGML blocks.
+fn pack_row(format: WeightFormat, row: &[u8], j: usize, tile: &mut [u8]) {
+    let (bs, gb) = (format.block_bytes(), format.group_bytes());
+    for (gi, block) in row.chunks_exact(bs).enumerate() {
+        let group = &mut tile[gi * gb..(gi + 1) * gb];
+        match format {
+            WeightFormat::Q4_K => {
+                group[2 * j..2 * j + 2].copy_from_slice(&f16_bits(block, 0));
+                group[SCALES + 2 * j..SCALES + 2 * j + 2].copy_from_slice(&f16_bits(block, 2));
+            }
+            WeightFormat::Q6_K => group[2 * j..2 * j + 2].copy_from_slice(&f16_bits(block, 208)),
+            _ => group[2 * j..2 * j + 2].copy_from_slice(&f16_bits(block, 0)),
         }
-        _ => &block[2..],
-    };
-    let quads = match format {
-        WeightFormat::Q8_0 => 8,
-        _ => 4,
-    };
-    for p in 0..quads {
-        let v = &mut rec[qo + (2 * p + g) * 64 + 4 * c..][..4];
-        for i in 0..4 {
-            let q = qs[4 * p + i];
-            // Q8_0: q + 128 as unsigned is a flip of the sign bit.
-            v[i] = if format == WeightFormat::Q8_0 {
-                q ^ 0x80
-            } else {
-                q
-            };
+        if format == WeightFormat::Q4_1 {
+            group[SCALES + 2 * j..SCALES + 2 * j + 2].copy_from_slice(&f16_bits(block, 2));
+        }
+        let (hdr, rb) = (format.header_bytes(), format.block_record_bytes());
+        for b in 0..format.blocks_per_group() {
+            let rec = &mut group[hdr + b * rb..hdr + (b + 1) * rb];
+            write_block(format, &decode(format, block, b), j, rec);
+        }
+    }
+}
+
+/// Block `b` (of 32 values) of one GGML block.
+fn decode(format: WeightFormat, block: &[u8], b: usize) -> Block {
+    let mut q = [0u8; QK];
+    let mut scales = [0u8; 2];
+    match format {
+        WeightFormat::Q8_0 => {
+            for (o, &v) in q.iter_mut().zip(&block[2..34]) {
+                // q + 128 as unsigned is a flip of the sign bit.
+                *o = v ^ 0x80;
+            }
+        }
+        WeightFormat::Q4_0 | WeightFormat::Q4_1 => {
+            let qs = &block[block.len() - 16..];
+            for i in 0..16 {
+                (q[i], q[i + 16]) = (qs[i] & 15, qs[i] >> 4);
+            }
+        }
+        WeightFormat::Q5_0 => {
+            let qh = u32::from_le_bytes([block[2], block[3], block[4], block[5]]);
+            let qs = &block[6..22];
+            for i in 0..16 {
+                let fifth = |k: usize| (((qh >> k) & 1) << 4) as u8;
+                (q[i], q[i + 16]) = ((qs[i] & 15) | fifth(i), (qs[i] >> 4) | fifth(i + 16));
+            }
+        }
+        WeightFormat::Q4_K => {
+            // Blocks 2m and 2m + 1 are the low and high nibbles of qs[32m..32m + 32].
+            let qs = &block[16 + 32 * (b / 2)..][..32];
+            let shift = 4 * (b % 2);
+            for (o, &v) in q.iter_mut().zip(qs) {
+                *o = (v >> shift) & 15;
+            }
+            let s: &[u8; 12] = block[4..16].try_into().expect("12 scale bytes");
+            scales = scale_min_k4(b, s);
+        }
+        WeightFormat::Q6_K => {
+            // Value v = 128h + 32m + l (l < 32) of the super-block: low nibble from
+            // ql[64h + l + 32(m % 2)] (the high nibble for m ≥ 2), high bits from
+            // qh[32h + l] at bit 2m; scale scales[v / 16].
+            let (h, m) = (b / 4, b % 4);
+            for (l, o) in q.iter_mut().enumerate() {
+                let low = block[64 * h + l + 32 * (m % 2)] >> (4 * (m / 2));
+                let high = (block[128 + 32 * h + l] >> (2 * m)) & 3;
+                *o = (low & 15) | (high << 4);
+            }
+            scales = [block[192 + 2 * b], block[192 + 2 * b + 1]];
+        }
+    }
+    Block { q, scales }
+}
+
+/// ggml's `get_scale_min_k4`: scale and min of sub-block `j` (0..8) from the 12 packed
+/// bytes of Q4_K (6 bits each; sub-blocks 4..8 borrow their top bits from bytes 0..8).
+fn scale_min_k4(j: usize, q: &[u8; 12]) -> [u8; 2] {
+    if j < 4 {
+        [q[j] & 63, q[j + 4] & 63]
+    } else {
+        [
+            (q[j + 4] & 0x0F) | ((q[j - 4] >> 6) << 4),
+            (q[j + 4] >> 4) | ((q[j] >> 6) << 4),
+        ]
+    }
+}
+
+/// Writes column `j` of one block record.
+fn write_block(format: WeightFormat, block: &Block, j: usize, rec: &mut [u8]) {
+    let (g, c) = (j / 16, j % 16);
+    if format.is_k() {
+        rec[j] = block.scales[0];
+        rec[TILE + j] = block.scales[1];
+    }
+    let qo = format.quant_offset();
+    if format == WeightFormat::Q8_0 {
+        for (kk, &v) in block.q.iter().enumerate() {
+            rec[qo + (2 * (kk / 4) + g) * 64 + 4 * c + kk % 4] = v;
+        }
+        return;
+    }
+    let nibbles = TILE * QK / 2;
+    for (kk, &v) in block.q.iter().enumerate() {
+        let (upper, p, i) = (kk / 16, (kk % 16) / 4, kk % 4);
+        let byte = 4 * c + i;
+        rec[qo + (2 * p + g) * 64 + byte] |= (v & 15) << (4 * upper);
+        let high = v >> 4;
+        match format {
+            WeightFormat::Q5_0 => rec[qo + nibbles + g * 64 + byte] |= high << (4 * upper + p),
+            WeightFormat::Q6_K => {
+                let (h, e) = (p / 2, p % 2);
+                rec[qo + nibbles + (2 * h + g) * 64 + byte] |= high << (4 * e + 2 * upper);
+            }
+            _ => debug_assert_eq!(high, 0),
         }
     }
 }
@@ -239,17 +345,7 @@ fn pack_block(format: WeightFormat, block: &[u8], j: usize, rec: &mut [u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn record_sizes_are_whole_lines() {
-        for f in [WeightFormat::Q4_0, WeightFormat::Q4_1, WeightFormat::Q8_0] {
-            assert_eq!(f.record_bytes() % 64, 0);
-        }
-        // No larger than the GGML blocks they hold (32 columns × 34, 20, 18 bytes).
-        assert_eq!(WeightFormat::Q8_0.record_bytes(), 1088);
-        assert_eq!(WeightFormat::Q4_1.record_bytes(), 640);
-        assert_eq!(WeightFormat::Q4_0.record_bytes(), 576);
-    }
+    use crate::format::quant_at;
 
     #[test]
     fn q8_layout() {
@@ -260,7 +356,7 @@ mod tests {
             block[2 + i] = (i as i8 - 16) as u8;
         }
         let mut rec = vec![0u8; WeightFormat::Q8_0.record_bytes()];
-        pack_block(WeightFormat::Q8_0, &block, 17, &mut rec);
+        pack_row(WeightFormat::Q8_0, &block, 17, &mut rec);
         assert_eq!(
             f16::from_ne_bytes(rec[34..36].try_into().unwrap()).to_f32(),
             0.5
@@ -269,6 +365,40 @@ mod tests {
             let (p, i) = (kk / 4, kk % 4);
             let byte = rec[64 + (2 * p + 1) * 64 + 4 + i];
             assert_eq!(byte as i32 - 128, kk as i32 - 16);
+        }
+    }
+
+    /// Every value written through the layout reads back, for every format, column and
+    /// k, with other columns' values around it.
+    #[test]
+    fn every_quant_reads_back() {
+        let mut s = 0x2545_f491_4f6c_dd1du64;
+        for format in WeightFormat::ALL {
+            let bits = match format {
+                WeightFormat::Q8_0 => 8,
+                WeightFormat::Q5_0 => 5,
+                WeightFormat::Q6_K => 6,
+                _ => 4,
+            };
+            let mut rec = vec![0u8; format.block_record_bytes()];
+            let mut want = [[0u8; QK]; TILE];
+            for (j, col) in want.iter_mut().enumerate() {
+                let mut q = [0u8; QK];
+                for v in q.iter_mut() {
+                    s ^= s << 13;
+                    s ^= s >> 7;
+                    s ^= s << 17;
+                    *v = (s >> 32) as u8 & ((1u16 << bits) - 1) as u8;
+                }
+                *col = q;
+                let block = Block { q, scales: [0; 2] };
+                write_block(format, &block, j, &mut rec);
+            }
+            for (j, col) in want.iter().enumerate() {
+                for (kk, &v) in col.iter().enumerate() {
+                    assert_eq!(quant_at(format, &rec, j, kk), v, "{format:?} {j} {kk}");
+                }
+            }
         }
     }
 }

@@ -1,39 +1,8 @@
-//! Activation quantization (f32 rows → int8 blocks of 32) and the ggml Q8_0 weight
-//! quantizer. Portable scalar code whose every operation is exactly rounded, so the bits
-//! never depend on the CPU or the batch.
+//! Activation rows quantized to int8 blocks of 32 (`QuantizedRows`), with the block
+//! definition in `block_quant.rs` and its vector builds in `simd/quantize.rs`.
 
 use crate::error::KernelError;
-use half::f16;
-
-/// Values per quantization block (GGML `QK`).
-pub(crate) const QK: usize = 32;
-
-/// Per (row, block) values the kernels' float epilogue and integer offsets need.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-#[repr(C)]
-pub(crate) struct BlockMeta {
-    /// Block scale dx.
-    pub d: f32,
-    /// dx · Σq, for the Q4_1 min term.
-    pub sx: f32,
-    /// −8 · Σq: offset of Q4_0's unsigned nibbles.
-    pub c8: i32,
-    /// −128 · Σq: offset of Q8_0 weights stored as q + 128.
-    pub c128: i32,
-}
-
-impl BlockMeta {
-    /// A block's meta from its scale `d` and the sum of its quants.
-    #[inline(always)]
-    pub(crate) fn new(d: f32, sum: i32) -> BlockMeta {
-        BlockMeta {
-            d,
-            sx: d * sum as f32,
-            c8: -8 * sum,
-            c128: -128 * sum,
-        }
-    }
-}
+use crate::format::{BlockMeta, QK};
 
 /// Activations quantized per row into int8 blocks of 32, with per-block scale and sums.
 /// Reusable: `quantize` keeps the allocations of earlier calls.
@@ -129,6 +98,16 @@ impl QuantizedRows {
         }
     }
 
+    /// The rows as a kernel job reads them.
+    pub(crate) fn view(&self) -> crate::simd::Acts<'_> {
+        crate::simd::Acts {
+            q: self.q(),
+            meta: self.meta(),
+            rows: self.rows,
+            k: self.k,
+        }
+    }
+
     /// Quants, `rows × k`, row-major.
     pub(crate) fn q(&self) -> &[i8] {
         &self.q[..self.rows * self.k]
@@ -140,80 +119,10 @@ impl QuantizedRows {
     }
 }
 
-/// Quantizes whole blocks: `x`, `q` of equal length (a multiple of 32), one `meta` per
-/// block. Inlined into `simd::quantize_rows`'s wider-vector builds of the same code.
-#[inline(always)]
-pub(crate) fn quantize_into(x: &[f32], q: &mut [i8], meta: &mut [BlockMeta]) {
-    let blocks = x.chunks_exact(QK).zip(q.chunks_exact_mut(QK));
-    for ((xb, qb), m) in blocks.zip(meta.iter_mut()) {
-        let (d, sum) = quantize_block(xb, qb);
-        *m = BlockMeta::new(d, sum);
-    }
-}
-
-/// `v.round() as i8` (round half away from zero, saturating, NaN → 0), bit for bit, in
-/// plain float and integer operations that vectorize (on baseline x86-64, `f32::round`
-/// is a libm call and `as i32` a scalar conversion with saturation fix-ups).
-#[inline(always)]
-pub(crate) fn round_i8(v: f32) -> i8 {
-    // 1.5 · 2²³: adding it rounds to an integer (ties to even) in the low mantissa bits.
-    const MAGIC: f32 = 12_582_912.0;
-    let v = if v.is_nan() {
-        0.0
-    } else {
-        v.clamp(-128.0, 127.0)
-    };
-    let m = v + MAGIC;
-    let nearest = m - MAGIC; // exact
-    let i = m.to_bits() as i32 - MAGIC.to_bits() as i32;
-    // Exact (|diff| ≤ 0.5 on v's grid). Ties went to even; move them away from zero.
-    let diff = v - nearest;
-    let away = ((diff == 0.5) & (v > 0.0)) as i32 - ((diff == -0.5) & (v < 0.0)) as i32;
-    (i + away) as i8
-}
-
-/// Quantizes one block of 32: d = amax/127, q = round(x · (1/d)). Returns (d, Σq).
-/// This is ggml's `quantize_row_q8_0_ref` (also used for activations).
-#[inline(always)]
-pub(crate) fn quantize_block(x: &[f32], q: &mut [i8]) -> (f32, i32) {
-    let x: &[f32; QK] = x.try_into().expect("block of 32");
-    let q: &mut [i8; QK] = q.try_into().expect("block of 32");
-    // amax on the bit patterns: for floats ≥ +0 integer order is float order, and NaN
-    // maps to 0 (ignored, as by f32::max). Integer max vectorizes (vpmaxud); a float
-    // max with f32::max's NaN rule does not.
-    let mut lanes = [0u32; 16];
-    for chunk in x.chunks_exact(16) {
-        for (m, v) in lanes.iter_mut().zip(chunk) {
-            let a = v.to_bits() & 0x7fff_ffff;
-            *m = (*m).max(if a > 0x7f80_0000 { 0 } else { a });
-        }
-    }
-    let amax = f32::from_bits(lanes.iter().fold(0, |m, &a| m.max(a)));
-    let d = amax / 127.0;
-    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-    let mut wide = [0i32; QK];
-    for (o, &v) in wide.iter_mut().zip(x) {
-        *o = round_i8(v * id) as i32;
-    }
-    for (o, &v) in q.iter_mut().zip(&wide) {
-        *o = v as i8;
-    }
-    (d, wide.iter().sum())
-}
-
-/// One GGML Q8_0 block (34 bytes: f16 d, 32 × i8) from 32 floats, as ggml writes it.
-pub(crate) fn quantize_row_q8_0_ggml(x: &[f32], out: &mut [u8]) {
-    let mut q = [0i8; QK];
-    let (d, _) = quantize_block(x, &mut q);
-    out[..2].copy_from_slice(&f16::from_f32(d).to_le_bytes());
-    for (o, v) in out[2..].iter_mut().zip(q) {
-        *o = v as u8;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::block_quant::{quantize_block, round_i8};
     use proptest::prelude::*;
 
     /// The definition, written the obvious way.
@@ -262,6 +171,8 @@ mod tests {
                 prop_assert_eq!(m.d.to_bits(), d.to_bits());
                 prop_assert_eq!(m.sx.to_bits(), (d * sum as f32).to_bits());
                 prop_assert_eq!((m.c8, m.c128), (-8 * sum, -128 * sum));
+                let half: i32 = q[..16].iter().map(|&v| v as i32).sum();
+                prop_assert_eq!(m.c32, [-32 * half, -32 * (sum - half)]);
                 prop_assert!(q.iter().all(|&v| v != -128));
             }
         }
@@ -302,7 +213,7 @@ mod tests {
         x[3] = f32::NAN;
         x[4] = f32::INFINITY;
         let mut q = [0i8; 32];
-        let (d, _) = quantize_block(&x, &mut q);
+        let (d, _, _) = quantize_block(&x, &mut q);
         assert!(d.is_infinite());
         assert!(q.iter().all(|&v| v == 0));
     }

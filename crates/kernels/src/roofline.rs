@@ -103,7 +103,9 @@ impl Executor {
     /// The matmul kernels' rate on `format` with the weights in cache: the best of
     /// `REPEATS` timed runs of `KERNEL_CALLS` matmuls.
     fn kernel_rate(&self, format: WeightFormat) -> Result<f64, KernelError> {
-        let (n, k, rows) = (KERNEL_DIM, KERNEL_DIM, KERNEL_ROWS);
+        // k a whole number of the format's blocks (256 values for the K formats).
+        let k = KERNEL_DIM / format.block_values() * format.block_values();
+        let (n, rows) = (KERNEL_DIM, KERNEL_ROWS);
         let w = probe_matrix(format, n, k)?;
         let mut seed = 0x9e37_79b9_7f4a_7c15u64;
         let x: Vec<f32> = (0..rows * k).map(|_| unit(&mut seed) * 2.0 - 1.0).collect();
@@ -127,19 +129,14 @@ impl Executor {
 fn probe_matrix(format: WeightFormat, n: usize, k: usize) -> Result<PackedMatrix, KernelError> {
     let bs = format.block_bytes();
     let mut seed = 0x2545_f491_4f6c_dd1du64;
-    let mut bytes = vec![0u8; n * k / 32 * bs];
+    let mut bytes = vec![0u8; n * k / format.block_values() * bs];
     for block in bytes.chunks_exact_mut(bs) {
-        let d = half::f16::from_f32(1e-3 + 1e-2 * unit(&mut seed));
-        block[..2].copy_from_slice(&d.to_le_bytes());
-        let quants = match format {
-            WeightFormat::Q4_1 => {
-                block[2..4].copy_from_slice(&half::f16::from_f32(-0.05).to_le_bytes());
-                4
-            }
-            _ => 2,
-        };
-        for b in &mut block[quants..] {
+        for b in block.iter_mut() {
             *b = next(&mut seed) as u8;
+        }
+        for &at in format.f16_offsets() {
+            let d = half::f16::from_f32(1e-3 + 1e-2 * unit(&mut seed));
+            block[at..at + 2].copy_from_slice(&d.to_le_bytes());
         }
     }
     PackedMatrix::from_ggml(format, &bytes, n, k)

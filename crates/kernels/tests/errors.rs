@@ -21,11 +21,11 @@ fn packing_errors() {
     ));
     assert!(matches!(
         PackedMatrix::from_ggml(f, &ok, 4, 48),
-        Err(BadK { k: 48 })
+        Err(BadK { k: 48, .. })
     ));
     assert!(matches!(
         PackedMatrix::from_ggml(f, &[], 4, 0),
-        Err(BadK { k: 0 })
+        Err(BadK { k: 0, .. })
     ));
     assert!(matches!(
         PackedMatrix::from_ggml(f, &[], 0, 64),
@@ -44,8 +44,29 @@ fn packing_errors() {
     ));
     assert!(matches!(
         PackedMatrix::from_f32(&[0.0; 40], 1, 40),
-        Err(BadK { k: 40 })
+        Err(BadK { k: 40, .. })
     ));
+    // The K formats need whole super-blocks of 256.
+    let q4k = WeightFormat::Q4_K;
+    assert!(matches!(
+        PackedMatrix::from_ggml(q4k, &[0u8; 144], 1, 128),
+        Err(BadK {
+            k: 128,
+            block: 256,
+            ..
+        })
+    ));
+    // Stacked parts may change format only at a tile boundary.
+    let (a, b) = (vec![0u8; 33 * 2 * 18], vec![0u8; 32 * 2 * 34]);
+    let parts = [
+        (WeightFormat::Q4_0, &a[..], 33),
+        (WeightFormat::Q8_0, &b[..], 32),
+    ];
+    assert!(matches!(
+        PackedMatrix::stack(&parts, 64),
+        Err(RaggedStack { columns: 33 })
+    ));
+    assert!(matches!(PackedMatrix::stack(&[], 64), Err(EmptyMatrix)));
 }
 
 #[test]

@@ -20,7 +20,7 @@ fn check_shape(n: usize, k: usize, seed: u64) {
     let mut rng = rng(seed);
     let fastest = Executor::new(2);
     let scalar = Executor::with_isa(1, Isa::Scalar).unwrap();
-    for format in FORMATS {
+    for format in formats_for(k) {
         let bytes = random_ggml(&mut rng, format, n, k);
         let w = PackedMatrix::from_ggml(format, &bytes, n, k).unwrap();
         let xs = random_activations(&mut rng, POOL_ROWS * k);
@@ -80,7 +80,19 @@ fn invariant_3072x576() {
 fn invariant_ragged_n() {
     for n in [1, 5, 17, 31, 33, 100] {
         check_shape(n, 64, 100 + n as u64);
+        check_shape(n, 256, 200 + n as u64);
     }
+}
+
+/// Shapes of the K-quant files' matrices (k a multiple of 256).
+#[test]
+fn invariant_288x1536() {
+    check_shape(288, 1536, 5);
+}
+
+#[test]
+fn invariant_1536x512() {
+    check_shape(1536, 512, 6);
 }
 
 #[test]
@@ -133,7 +145,7 @@ fn for_each_executor(
 #[test]
 fn selected_columns_match_the_full_matmul() {
     let mut rng = rng(11);
-    let (n, k) = (300, 128);
+    let (n, k) = (300, 256);
     // Scattered, repeated, unsorted, in the ragged last tile; and none at all.
     let sets: [&[u32]; 4] = [&[5], &[299, 3, 3, 170, 64, 65], &[0, 31, 32, 288], &[]];
     for format in FORMATS {
@@ -171,7 +183,7 @@ fn selected_columns_match_the_full_matmul() {
 #[test]
 fn tile_blocks_match_the_full_matmul() {
     let mut rng = rng(12);
-    let (n, k) = (300, 128);
+    let (n, k) = (300, 256);
     for format in FORMATS {
         let bytes = random_ggml(&mut rng, format, n, k);
         let w = PackedMatrix::from_ggml(format, &bytes, n, k).unwrap();

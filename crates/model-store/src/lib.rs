@@ -15,7 +15,10 @@ use sha2::{Digest, Sha256};
 
 mod known;
 
-pub use known::{by_name, terms_path, Chunk, KnownModel, DEFAULT_MODEL, GEMMA3_270M, KNOWN_MODELS};
+pub use known::{
+    by_name, terms_path, Chunk, KnownModel, DEFAULT_MODEL, GEMMA3_270M, KNOWN_MODELS,
+    QWEN25_CODER_05B, QWEN25_CODER_15B,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ModelStoreError {

@@ -26,6 +26,7 @@ pub use model::{ForwardProfile, ForwardWork, Logits, Model, Phase, SeqInput, Wan
 pub use specdec_kernels::{Ceilings, Executor, Isa, WeightFormat};
 pub use specdec_tree::{Node, TokenTree};
 pub use target::Target;
+pub use weights::native as native_format;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {

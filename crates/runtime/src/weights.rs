@@ -1,7 +1,7 @@
 //! Loading GGUF tensors into kernel-ready form.
 
 use specdec_gguf::{dequantize, names, GgmlType, GgufFile, TensorInfo};
-use specdec_kernels::{PackedMatrix, WeightFormat};
+use specdec_kernels::{KernelError, PackedMatrix, WeightFormat};
 
 use crate::arch::{ArchSpec, OutputHead};
 use crate::config::ModelConfig;
@@ -51,11 +51,16 @@ pub(crate) struct Weights {
     pub rope_factors: Option<Vec<f32>>,
 }
 
-fn native(ty: GgmlType) -> Option<WeightFormat> {
+/// The kernel format a GGUF matrix type runs in as it is stored, if any; matrices of
+/// other types are converted to Q8_0 at load.
+pub fn native(ty: GgmlType) -> Option<WeightFormat> {
     match ty {
         GgmlType::Q4_0 => Some(WeightFormat::Q4_0),
         GgmlType::Q4_1 => Some(WeightFormat::Q4_1),
         GgmlType::Q8_0 => Some(WeightFormat::Q8_0),
+        GgmlType::Q5_0 => Some(WeightFormat::Q5_0),
+        GgmlType::Q4_K => Some(WeightFormat::Q4_K),
+        GgmlType::Q6_K => Some(WeightFormat::Q6_K),
         _ => None,
     }
 }
@@ -102,27 +107,40 @@ impl Loader<'_> {
     }
 
     /// Packs matrices sharing `k` inputs as one, outputs stacked in order. Native formats
-    /// are repacked as they are; anything else is converted to Q8_0.
+    /// are repacked as they are, each part in its own (a Q4_K_M file's Q4_K q and k beside
+    /// a Q6_K v); where a part is of another type, or formats change inside a tile, the
+    /// whole stack is converted to Q8_0 (`model info` lists what is).
     fn stacked(&self, parts: &[&TensorInfo], k: usize) -> Result<PackedMatrix, RuntimeError> {
+        let native_parts: Option<Vec<_>> = parts
+            .iter()
+            .map(|t| native(t.ty).map(|f| (f, self.file.tensor_data(t), t.dims[1] as usize)))
+            .collect();
+        if let Some(native_parts) = native_parts {
+            match PackedMatrix::stack(&native_parts, k) {
+                Ok(m) => {
+                    self.release(parts);
+                    return Ok(m);
+                }
+                Err(KernelError::RaggedStack { .. } | KernelError::BadK { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
         let n: usize = parts.iter().map(|t| t.dims[1] as usize).sum();
-        let ty = parts[0].ty;
-        let packed = match native(ty) {
-            Some(format) if parts.iter().all(|t| t.ty == ty) => {
-                let mut bytes = Vec::with_capacity(parts.iter().map(|t| t.size).sum());
-                for t in parts {
-                    bytes.extend_from_slice(self.file.tensor_data(t));
-                }
-                PackedMatrix::from_ggml(format, &bytes, n, k)?
-            }
-            _ => {
-                let mut w = Vec::with_capacity(n * k);
-                for t in parts {
-                    w.extend(self.to_f32(t)?);
-                }
-                PackedMatrix::from_f32(&w, n, k)?
-            }
-        };
-        Ok(packed)
+        let mut w = Vec::with_capacity(n * k);
+        for t in parts {
+            w.extend(self.to_f32(t)?);
+        }
+        self.release(parts);
+        Ok(PackedMatrix::from_f32(&w, n, k)?)
+    }
+
+    /// The file's pages of repacked tensors need not stay resident (peak memory would
+    /// otherwise hold the weights twice). A tied head's tensor is the embedding, which is
+    /// copied before it is packed.
+    fn release(&self, parts: &[&TensorInfo]) {
+        for t in parts {
+            self.file.release(t);
+        }
     }
 }
 
@@ -147,6 +165,7 @@ pub(crate) fn load(
         row_bytes: row_bytes as usize,
         hidden: h,
     };
+    file.release(emb_info);
     let mut layers = Vec::with_capacity(cfg.n_layers);
     for (i, ls) in spec.layers.iter().enumerate() {
         let name = |s: &str| names::block(i, s);

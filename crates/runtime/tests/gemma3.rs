@@ -2,13 +2,8 @@
 
 mod common;
 
+use common::ppl::{agrees_with_llama_cpp, chunk_logits, log_softmax_at};
 use specdec_runtime::{Node, SeqInput, Want};
-
-fn log_softmax_at(logits: &[f32], target: usize) -> f64 {
-    let max = logits.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x)) as f64;
-    let z: f64 = logits.iter().map(|&x| (x as f64 - max).exp()).sum();
-    logits[target] as f64 - max - z.ln()
-}
 
 /// The converter stores Gemma's RMS-norm weights with the `1 + w` already added, so the
 /// forward uses them as they are. Measured on the passage: 3.50 nats per token as stored;
@@ -57,12 +52,22 @@ fn norms_as_stored_give_the_passage_a_low_nll() {
 const LLAMA_CPP_N_CTX: usize = 128;
 const LLAMA_CPP_PPL: f64 = 20.8201;
 
-/// Ours over the same tokens must be within 1% of llama.cpp's in NLL.
+/// Ours over the same tokens must be within 3% of llama.cpp's perplexity (1% in NLL; measured
+/// +1.26% with the K-quants in their own formats).
 #[test]
 fn passage_perplexity_agrees_with_llama_cpp() {
     let Some(m) = common::gemma() else { return };
     let text = include_str!("../../../data/passage.txt");
-    agrees_with_llama_cpp(m, text, LLAMA_CPP_N_CTX, LLAMA_CPP_PPL);
+    let t = tokenizer();
+    agrees_with_llama_cpp(
+        "Gemma 3 270M",
+        m,
+        &t,
+        text,
+        LLAMA_CPP_N_CTX,
+        LLAMA_CPP_PPL,
+        0.03,
+    );
 }
 
 /// The same past the 512-token window of the local layers, on a text and a llama.cpp
@@ -77,7 +82,7 @@ fn long_text_perplexity_agrees_with_llama_cpp() {
     let text = std::fs::read_to_string(var("SPECDEC_PPL_TEXT")).unwrap();
     let ppl: f64 = var("SPECDEC_PPL_REF").parse().unwrap();
     let n_ctx: usize = var("SPECDEC_PPL_CTX").parse().unwrap();
-    agrees_with_llama_cpp(m, &text, n_ctx, ppl);
+    agrees_with_llama_cpp("Gemma 3 270M", m, &tokenizer(), &text, n_ctx, ppl, 0.03);
 }
 
 /// Top-1 agreement with llama.cpp, by its own measure: `llama-perplexity -f FILE -c N
@@ -105,7 +110,7 @@ fn top1_agreement_with_llama_cpp() {
     let bos = tokenizer().bos_id().expect("Gemma has a BOS token");
     let (mut same, mut total, mut worst_gap) = (0usize, 0usize, 0f32);
     for c in 0..n_chunk {
-        let (_, out) = chunk_logits(m, &tokens, n_ctx, c, bos);
+        let (_, out) = chunk_logits(m, &tokens, n_ctx, c, Some(bos));
         for j in n_ctx / 2..n_ctx - 1 {
             // Skip the record's scale and minimum (two f32); the largest quantized
             // log-probability, first on ties, is llama.cpp's top token.
@@ -144,56 +149,6 @@ fn tokenizer() -> specdec_tokenizer::Tokenizer {
     let path = specdec_model_store::cached(&specdec_model_store::GEMMA3_270M).unwrap();
     let file = specdec_gguf::GgufFile::open(&path).unwrap();
     specdec_tokenizer::Tokenizer::from_gguf(&file).unwrap()
-}
-
-/// Chunk `c` of `n_ctx` tokens as llama-perplexity runs it (opening with BOS) and every
-/// node's logits over it.
-fn chunk_logits(
-    m: &specdec_runtime::Model,
-    tokens: &[u32],
-    n_ctx: usize,
-    c: usize,
-    bos: u32,
-) -> (Vec<u32>, specdec_runtime::Logits) {
-    let mut chunk = tokens[c * n_ctx..(c + 1) * n_ctx].to_vec();
-    chunk[0] = bos;
-    let mut seq = m.new_sequence();
-    let out = m
-        .forward(&mut [SeqInput {
-            seq: &mut seq,
-            nodes: &Node::chain(&chunk),
-            want: Want::All,
-        }])
-        .unwrap();
-    (chunk, out.into_iter().next().unwrap())
-}
-
-/// llama-perplexity's measure: chunks of `n_ctx` tokens, each opening with BOS, each
-/// scored on its second half.
-fn agrees_with_llama_cpp(m: &specdec_runtime::Model, text: &str, n_ctx: usize, ppl_ref: f64) {
-    let tok = tokenizer();
-    let bos = tok.bos_id().expect("Gemma has a BOS token");
-    let tokens = tok.encode_prompt(text).unwrap();
-    let chunks = tokens.len() / n_ctx;
-    assert!(chunks >= 1, "{} tokens", tokens.len());
-    let (mut nll, mut scored) = (0f64, 0usize);
-    for c in 0..chunks {
-        let (chunk, out) = chunk_logits(m, &tokens, n_ctx, c, bos);
-        for j in n_ctx / 2..n_ctx - 1 {
-            nll -= log_softmax_at(out.row(j), chunk[j + 1] as usize);
-            scored += 1;
-        }
-    }
-    let nll = nll / scored as f64;
-    let nll_ref = ppl_ref.ln();
-    println!(
-        "Gemma 3 270M, {chunks} chunks of {n_ctx}: NLL ours {nll:.4} (ppl {:.3}), llama.cpp {nll_ref:.4} (ppl {ppl_ref:.3})",
-        nll.exp()
-    );
-    assert!(
-        ((nll - nll_ref) / nll_ref).abs() < 0.01,
-        "NLL ours {nll} vs llama.cpp {nll_ref}"
-    );
 }
 
 #[test]

@@ -13,8 +13,14 @@ use specdec_runtime::{Model, Node};
 /// schedules differently), each after a 40-token and after a 600-token prefix (past
 /// Gemma's 512-position local window).
 fn logits_hash(m: &Model) -> u64 {
+    logits_hash_after(m, &[40, 600])
+}
+
+/// [`logits_hash`] after the given prefixes only (the 1.5B's 600-token prefill costs
+/// seconds).
+fn logits_hash_after(m: &Model, prefixes: &[u32]) -> u64 {
     let mut h = 0xcbf2_9ce4_8422_2325u64;
-    for prefix in [40, 600] {
+    for &prefix in prefixes {
         for shape in [Shape::Tree, Shape::One, Shape::Three] {
             tree_hash(m, prefix, shape, &mut h);
         }
@@ -68,7 +74,27 @@ fn gemma3_logits_bits_are_pinned() {
     assert_eq!(got, GEMMA3);
 }
 
+/// The Qwen2.5-Coder pair: Q4_K, Q6_K, Q5_0 and Q8_0 matrices in their own formats.
+#[test]
+fn qwen_logits_bits_are_pinned() {
+    for (name, m, want) in [
+        ("1.5b", common::qwen_1_5b(), QWEN_1_5B),
+        ("0.5b", common::qwen_0_5b(), QWEN_0_5B),
+    ] {
+        let Some(m) = m else { continue };
+        let got = logits_hash_after(m, &[40]);
+        eprintln!("qwen {name} logits hash {got:#018x}");
+        assert_eq!(got, want, "qwen {name}");
+    }
+}
+
 /// Measured on the build before the packed records kept f16 scales (2de2e66), where the
 /// scales were widened at load: the same bits.
 const SMOLLM2: u64 = 0x050d_e241_8502_d6be;
-const GEMMA3: u64 = 0x5bfb_7d86_2030_d156;
+/// Re-pinned when Gemma's K-quant and Q5_0 matrices began to run in their own formats
+/// instead of being converted to Q8_0 at load (different arithmetic on purpose; its
+/// perplexity against llama.cpp is checked in `gemma3.rs`). Before: 0x5bfb_7d86_2030_d156.
+const GEMMA3: u64 = 0xf2ae_21e9_5f48_ba19;
+/// Pinned when the Qwen pair's formats became native (their first bits in specdec).
+const QWEN_1_5B: u64 = 0x276a_36ca_d16b_4297;
+const QWEN_0_5B: u64 = 0x6195_535e_6d2a_989c;

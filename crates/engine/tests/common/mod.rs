@@ -44,6 +44,24 @@ pub fn gemma_fixture() -> Option<&'static Fixture> {
     .as_ref()
 }
 
+/// Qwen2.5-Coder-1.5B-Instruct if it is cached (CI fetches it; suites skip it, saying
+/// so, when it is not).
+pub fn qwen_fixture() -> Option<&'static Fixture> {
+    static F: OnceLock<Option<Fixture>> = OnceLock::new();
+    F.get_or_init(|| {
+        let known = &specdec_model_store::QWEN25_CODER_15B;
+        let Some(path) = specdec_model_store::cached(known) else {
+            eprintln!(
+                "skipping {}: not cached (`specdec model fetch {}`)",
+                known.name, known.short_name
+            );
+            return None;
+        };
+        Some(load(&path))
+    })
+    .as_ref()
+}
+
 /// The real models a suite runs on: the default model, and Gemma 3 when cached.
 pub fn fixtures() -> Vec<&'static Fixture> {
     std::iter::once(fixture()).chain(gemma_fixture()).collect()

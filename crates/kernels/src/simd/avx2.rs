@@ -1,11 +1,12 @@
 //! AVX2 + FMA without VNNI: `vpmaddubsw` (u8 × i8 → i16 pairs, saturating) then
 //! `vpmaddwd` with ones. Nibbles (≤ 15) never saturate; Q8_0 weights are flipped back to
 //! signed and multiplied as |w| × sign(x, w), whose pair sums stay ≤ 2·128·127 < 2¹⁵
-//! (activations are never −128, see `quant::round_i8`'s ±127 range).
+//! (activations are never −128, see `block_quant::round_i8`'s ±127 range).
 
 use super::ymm::{Dot256, Q4, Q8};
+use super::ymm_k::{Q4K, Q5, Q6K};
 use super::{drive, Job};
-use crate::pack::WeightFormat;
+use crate::format::WeightFormat;
 use std::arch::x86_64::*;
 
 /// # Safety
@@ -18,6 +19,9 @@ pub(super) unsafe fn run(job: &Job, tiles: std::ops::Range<usize>) {
             WeightFormat::Q8_0 => drive::<Q8<Avx2Dot>>(job, tiles),
             WeightFormat::Q4_0 => drive::<Q4<Avx2Dot, false>>(job, tiles),
             WeightFormat::Q4_1 => drive::<Q4<Avx2Dot, true>>(job, tiles),
+            WeightFormat::Q5_0 => drive::<Q5<Avx2Dot>>(job, tiles),
+            WeightFormat::Q4_K => drive::<Q4K<Avx2Dot>>(job, tiles),
+            WeightFormat::Q6_K => drive::<Q6K<Avx2Dot>>(job, tiles),
         }
     }
 }
@@ -60,6 +64,15 @@ impl Dot256 for Avx2Dot {
         unsafe {
             let pairs =
                 _mm256_add_epi16(_mm256_maddubs_epi16(lo, xa), _mm256_maddubs_epi16(hi, xb));
+            _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)))
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn dot_u6(acc: __m256i, w: __m256i, x: __m256i) -> __m256i {
+        // SAFETY: AVX2 enabled by the caller. Each pair sum is ≤ 2·63·128 < 2¹⁵.
+        unsafe {
+            let pairs = _mm256_maddubs_epi16(w, x);
             _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)))
         }
     }

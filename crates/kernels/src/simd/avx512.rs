@@ -2,11 +2,15 @@
 //! accumulators per block, f32 accumulators in registers across blocks.
 
 use super::{drive, prefetch, quad, Job, Tile, TileKernel};
-use crate::pack::{WeightFormat, SCALES};
+use crate::format::{WeightFormat, SCALES};
 use std::arch::x86_64::*;
 
+/// The formats of K-quant files (Q5_0, Q4_K, Q6_K) run the 256-bit kernels with the
+/// EVEX `vpdpbusd`: the same code the AVX2 and AVX-VNNI paths run, so one set of kernels
+/// serves every x86 path for them.
+///
 /// # Safety
-/// AVX-512 F/BW/VNNI available, and the contract of [`drive`].
+/// AVX-512 F/BW/VL/VNNI, F16C and FMA available, and the contract of [`drive`].
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni,fma")]
 pub(super) unsafe fn run(job: &Job, tiles: std::ops::Range<usize>) {
     // SAFETY: forwarded; the kernels below are inlined into this feature-enabled function.
@@ -15,6 +19,9 @@ pub(super) unsafe fn run(job: &Job, tiles: std::ops::Range<usize>) {
             WeightFormat::Q8_0 => drive::<Q8>(job, tiles),
             WeightFormat::Q4_0 => drive::<Q4<false>>(job, tiles),
             WeightFormat::Q4_1 => drive::<Q4<true>>(job, tiles),
+            WeightFormat::Q5_0 | WeightFormat::Q4_K | WeightFormat::Q6_K => {
+                super::avxvnni::run_evex(job, tiles)
+            }
         }
     }
 }

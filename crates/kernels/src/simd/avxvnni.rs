@@ -1,8 +1,9 @@
 //! AVX-VNNI: the 256-bit kernels with the VEX `vpdpbusd` (u8 weights × i8 activations).
 
 use super::ymm::{Dot256, Q4, Q8};
+use super::ymm_k::{Q4K, Q5, Q6K};
 use super::{drive, Job};
-use crate::pack::WeightFormat;
+use crate::format::WeightFormat;
 use std::arch::x86_64::*;
 
 /// # Safety
@@ -13,12 +14,12 @@ pub(super) unsafe fn run(job: &Job, tiles: std::ops::Range<usize>) {
     unsafe { by_format::<VexDot>(job, tiles) }
 }
 
-/// The same kernel with the EVEX encoding (AVX-512 VL + VNNI) for testing the code path
+/// The same kernels with the EVEX encoding (AVX-512 VL + VNNI): the AVX-512 path's
+/// kernels for the formats it has no 512-bit kernel of, and the test of this code path
 /// on CPUs without AVX-VNNI.
 ///
 /// # Safety
 /// AVX2, FMA, F16C, AVX-512 F/VL/VNNI available, and the contract of [`drive`].
-#[cfg(test)]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
 pub(super) unsafe fn run_evex(job: &Job, tiles: std::ops::Range<usize>) {
     // SAFETY: forwarded.
@@ -33,6 +34,9 @@ unsafe fn by_format<D: Dot256>(job: &Job, tiles: std::ops::Range<usize>) {
             WeightFormat::Q8_0 => drive::<Q8<D>>(job, tiles),
             WeightFormat::Q4_0 => drive::<Q4<D, false>>(job, tiles),
             WeightFormat::Q4_1 => drive::<Q4<D, true>>(job, tiles),
+            WeightFormat::Q5_0 => drive::<Q5<D>>(job, tiles),
+            WeightFormat::Q4_K => drive::<Q4K<D>>(job, tiles),
+            WeightFormat::Q6_K => drive::<Q6K<D>>(job, tiles),
         }
     }
 }
@@ -69,10 +73,15 @@ macro_rules! dpbusd_dot {
                 // SAFETY: as above.
                 unsafe { $dp($dp(acc, lo, xa), hi, xb) }
             }
+
+            #[inline(always)]
+            unsafe fn dot_u6(acc: __m256i, w: __m256i, x: __m256i) -> __m256i {
+                // SAFETY: as above.
+                unsafe { $dp(acc, w, x) }
+            }
         }
     };
 }
 
 dpbusd_dot!(VexDot, _mm256_dpbusd_avx_epi32);
-#[cfg(test)]
 dpbusd_dot!(EvexDot, _mm256_dpbusd_epi32);

@@ -10,9 +10,8 @@
 // iterator chains over them would obscure the blocking.
 #![allow(clippy::needless_range_loop)]
 
+use crate::format::{BlockMeta, Segment, WeightFormat, QK, TILE};
 use crate::isa::Isa;
-use crate::pack::{PackedMatrix, WeightFormat, TILE};
-use crate::quant::{BlockMeta, QuantizedRows, QK};
 use std::marker::PhantomData;
 use std::ops::Range;
 
@@ -28,6 +27,8 @@ mod scalar;
 pub(crate) mod vecops;
 #[cfg(target_arch = "x86_64")]
 mod ymm;
+#[cfg(target_arch = "x86_64")]
+mod ymm_k;
 
 pub(crate) use quantize::quantize_rows;
 
@@ -35,12 +36,32 @@ pub(crate) use quantize::quantize_rows;
 /// the tiles stream by) for long prompts; speculation batches fit in one pass.
 const ROW_CHUNK: usize = 64;
 
+/// A packed matrix as a job reads it: its bytes and the layout of its segments.
+#[derive(Clone, Copy)]
+pub(crate) struct Weights<'a> {
+    pub data: &'a [u8],
+    pub segments: &'a [Segment],
+    pub n: usize,
+    pub k: usize,
+}
+
+/// Quantized activation rows as a job reads them.
+#[derive(Clone, Copy)]
+pub(crate) struct Acts<'a> {
+    pub q: &'a [i8],
+    pub meta: &'a [BlockMeta],
+    pub rows: usize,
+    pub k: usize,
+}
+
 /// Raw view of one validated matmul, shared read-only by the threads; each thread writes
-/// only the output columns of its own tiles.
+/// only the output columns of its own tiles. [`run`] splits it into one job per segment
+/// of the matrix; a segment's job sees its own tiles as tiles `0..n_tiles`.
 #[derive(Clone, Copy)]
 pub(crate) struct Job<'a> {
     pub format: WeightFormat,
-    /// Packed weights, `n_tiles × kb` records of `rec` bytes.
+    /// Packed weights, `n_tiles × kb` records of `rec` bytes on average (the matrix's
+    /// first byte before [`run`] splits it by segment).
     pub w: *const u8,
     pub rec: usize,
     pub n_tiles: usize,
@@ -51,11 +72,13 @@ pub(crate) struct Job<'a> {
     pub xq: *const i8,
     pub meta: *const BlockMeta,
     pub out: *mut f32,
-    /// Output row stride, and the first column `out` holds: a full matmul writes all n
-    /// columns; a block writes only its own tiles' columns.
+    /// Output row stride, and the column of this job's tile 0 that `out` holds at its
+    /// column 0 (negated): a full matmul writes all n columns; a block writes only its own
+    /// tiles' columns; a segment's tile 0 is the segment's first column.
     pub out_stride: usize,
-    pub out_col0: usize,
-    _borrow: PhantomData<(&'a PackedMatrix, &'a QuantizedRows, &'a mut [f32])>,
+    pub out_col0: isize,
+    segments: &'a [Segment],
+    _borrow: PhantomData<(&'a [u8], &'a [i8], &'a mut [f32])>,
 }
 
 // SAFETY: a Job is only a view of borrowed data that outlives it (`'a`); the inputs are
@@ -66,49 +89,68 @@ unsafe impl Send for Job<'_> {}
 unsafe impl Sync for Job<'_> {}
 
 impl<'a> Job<'a> {
-    /// Caller guarantees `x.k() == w.k()` and `out.len() == x.rows() * w.n()`.
-    pub(crate) fn new(w: &'a PackedMatrix, x: &'a QuantizedRows, out: &'a mut [f32]) -> Self {
-        debug_assert_eq!(x.k(), w.k());
-        debug_assert_eq!(out.len(), x.rows() * w.n());
+    /// Caller guarantees `x.k == w.k` and `out.len() == x.rows * w.n`.
+    pub(crate) fn new(w: Weights<'a>, x: Acts<'a>, out: &'a mut [f32]) -> Self {
+        debug_assert_eq!(x.k, w.k);
+        debug_assert_eq!(out.len(), x.rows * w.n);
         Job::new_unchecked(w, x, out)
     }
 
     /// A job whose output holds only the columns of `tiles`: `out[r * width + c]` is
     /// column `tiles.start · 32 + c`, where `width` spans those tiles' columns below n.
-    /// Caller guarantees `x.k() == w.k()`, tiles within the matrix and
-    /// `out.len() == x.rows() * width`.
+    /// Caller guarantees `x.k == w.k`, tiles within the matrix and
+    /// `out.len() == x.rows * width`.
     pub(crate) fn block(
-        w: &'a PackedMatrix,
-        x: &'a QuantizedRows,
+        w: Weights<'a>,
+        x: Acts<'a>,
         tiles: Range<usize>,
         out: &'a mut [f32],
     ) -> Self {
         let col0 = tiles.start * TILE;
-        let width = (tiles.end * TILE).min(w.n()) - col0;
-        debug_assert_eq!(out.len(), x.rows() * width);
+        let width = (tiles.end * TILE).min(w.n) - col0;
+        debug_assert_eq!(out.len(), x.rows * width);
         let mut job = Job::new_unchecked(w, x, out);
         job.out_stride = width;
-        job.out_col0 = col0;
+        job.out_col0 = col0 as isize;
         job
     }
 
-    fn new_unchecked(w: &'a PackedMatrix, x: &'a QuantizedRows, out: &'a mut [f32]) -> Self {
+    fn new_unchecked(w: Weights<'a>, x: Acts<'a>, out: &'a mut [f32]) -> Self {
+        let format = w.segments[0].format;
         Job {
-            format: w.format(),
-            w: w.data().as_ptr(),
-            rec: w.format().record_bytes(),
-            n_tiles: w.n_tiles(),
-            kb: w.k() / QK,
-            n: w.n(),
-            k: w.k(),
-            rows: x.rows(),
-            xq: x.q().as_ptr(),
-            meta: x.meta().as_ptr(),
+            format,
+            w: w.data.as_ptr(),
+            rec: format.record_bytes(),
+            n_tiles: w.n.div_ceil(TILE),
+            kb: w.k / QK,
+            n: w.n,
+            k: w.k,
+            rows: x.rows,
+            xq: x.q.as_ptr(),
+            meta: x.meta.as_ptr(),
             out: out.as_mut_ptr(),
-            out_stride: w.n(),
+            out_stride: w.n,
             out_col0: 0,
+            segments: w.segments,
             _borrow: PhantomData,
         }
+    }
+
+    /// The part of this (whole-matrix) job in segment `s`, and `tiles`' part of it in
+    /// the segment's own tile numbers (empty if they do not meet).
+    fn segment(&self, s: &Segment, tiles: &Range<usize>) -> (Job<'a>, Range<usize>) {
+        let lo = tiles.start.max(s.tile0);
+        let hi = tiles.end.min(s.tile0 + s.tiles).max(lo);
+        let job = Job {
+            format: s.format,
+            w: self.w.wrapping_add(s.offset),
+            rec: s.format.record_bytes(),
+            n_tiles: s.tiles,
+            n: s.cols,
+            out_col0: self.out_col0 - (s.tile0 * TILE) as isize,
+            ..*self
+        };
+        (job, lo - s.tile0..hi - s.tile0)
     }
 }
 
@@ -214,19 +256,34 @@ unsafe fn tile_at<const R: usize>(
             x: std::array::from_fn(|i| job.xq.add((r + i) * job.k)),
             m: std::array::from_fn(|i| job.meta.add((r + i) * job.kb)),
             out: std::array::from_fn(|i| {
-                job.out
-                    .add((r + i) * job.out_stride + t * TILE - job.out_col0)
+                let col = (t * TILE) as isize - job.out_col0;
+                job.out.offset(((r + i) * job.out_stride) as isize + col)
             }),
             valid,
         }
     }
 }
 
-/// Computes the output columns of `tiles` for all rows of `job` with `isa`.
+/// Computes the output columns of `tiles` for all rows of the whole-matrix `job` with
+/// `isa`, segment by segment.
 ///
 /// # Safety
 /// `isa.is_available()`, and the contract of [`drive`].
 pub(crate) unsafe fn run(isa: Isa, job: &Job, tiles: Range<usize>) {
+    for s in job.segments {
+        let (seg, local) = job.segment(s, &tiles);
+        if !local.is_empty() {
+            // SAFETY: forwarded; the segment's tiles are its part of the matrix's.
+            unsafe { run_segment(isa, &seg, local) };
+        }
+    }
+}
+
+/// [`run`] within one segment.
+///
+/// # Safety
+/// As for [`run`], with `job` one segment's.
+unsafe fn run_segment(isa: Isa, job: &Job, tiles: Range<usize>) {
     // SAFETY: forwarded from this function's contract.
     unsafe {
         match isa {
@@ -248,8 +305,11 @@ pub(crate) unsafe fn run(isa: Isa, job: &Job, tiles: Range<usize>) {
 /// AVX-512 F/VL/VNNI available, and the contract of [`drive`].
 #[cfg(all(test, target_arch = "x86_64"))]
 pub(crate) unsafe fn run_vnni256_evex(job: &Job, tiles: Range<usize>) {
-    // SAFETY: forwarded.
-    unsafe { avxvnni::run_evex(job, tiles) }
+    for s in job.segments {
+        let (seg, local) = job.segment(s, &tiles);
+        // SAFETY: forwarded.
+        unsafe { avxvnni::run_evex(&seg, local) }
+    }
 }
 
 /// A micro-kernel call's part of prefetching the next tile: of each record, lines
@@ -272,9 +332,12 @@ pub(crate) struct Prefetch {
 unsafe fn prefetch(pf: &Prefetch, off: usize, len: usize) {
     use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T1};
     if !pf.base.is_null() {
-        for l in (pf.first_line * 64..len).step_by(pf.line_step * 64) {
+        // A plain loop: `step_by` would divide to count its steps, on every block.
+        let mut l = pf.first_line * 64;
+        while l < len {
             // SAFETY: in bounds per the contract; prefetch never faults anyway.
             unsafe { _mm_prefetch::<_MM_HINT_T1>(pf.base.add(off + l).cast()) };
+            l += pf.line_step * 64;
         }
     }
 }

@@ -1,7 +1,7 @@
-//! Activation quantization (`quant::quantize_into`, ggml's Q8_0 rule) for the widest
+//! Activation quantization (`block_quant::quantize_into`, ggml's Q8_0 rule) for the widest
 //! vectors the CPU has. Every build gives the portable definition's bits.
 
-use crate::quant::{BlockMeta, QK};
+use crate::format::{BlockMeta, QK};
 #[cfg(target_arch = "x86_64")]
 use crate::Isa;
 
@@ -18,7 +18,7 @@ pub(crate) fn quantize_rows(x: &[f32], q: &mut [i8], meta: &mut [BlockMeta]) {
             return unsafe { quantize_avx2(x, q, meta) };
         }
     }
-    crate::quant::quantize_into(x, q, meta)
+    crate::block_quant::quantize_into(x, q, meta)
 }
 
 /// Written out with AVX-512: the compiled portable source spends its time in per-lane
@@ -50,22 +50,24 @@ unsafe fn quantize_avx512(x: &[f32], q: &mut [i8], meta: &mut [BlockMeta]) {
         let magnitude = |v: __m512| _mm512_and_si512(_mm512_castps_si512(v), abs);
         let amax = _mm512_reduce_max_epu32(_mm512_max_epu32(magnitude(v0), magnitude(v1)));
         if amax >= INF || (amax != 0 && amax < TINY) {
-            let (d, sum) = crate::quant::quantize_block(xb, qb);
-            *m = BlockMeta::new(d, sum);
+            let (d, sum, first_half) = crate::block_quant::quantize_block(xb, qb);
+            *m = BlockMeta::new(d, sum, first_half);
             continue;
         }
         let d = f32::from_bits(amax) / 127.0;
         let id = _mm512_set1_ps(if d != 0.0 { 1.0 / d } else { 0.0 });
         let r0 = round_away(_mm512_mul_ps(v0, id));
         let r1 = round_away(_mm512_mul_ps(v1, id));
-        let sum = _mm512_reduce_add_epi32(_mm512_add_epi32(r0, r1));
+        // r0 holds the block's first 16 values.
+        let first_half = _mm512_reduce_add_epi32(r0);
+        let sum = first_half + _mm512_reduce_add_epi32(r1);
         // SAFETY: a block is 32 bytes; every lane is in −127..=127, so the truncating
         // narrowing keeps its value.
         unsafe {
             _mm_storeu_si128(qb.as_mut_ptr().cast(), _mm512_cvtepi32_epi8(r0));
             _mm_storeu_si128(qb.as_mut_ptr().add(16).cast(), _mm512_cvtepi32_epi8(r1));
         }
-        *m = BlockMeta::new(d, sum);
+        *m = BlockMeta::new(d, sum, first_half);
     }
 }
 
@@ -94,7 +96,7 @@ fn round_away(v: std::arch::x86_64::__m512) -> std::arch::x86_64::__m512i {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn quantize_avx2(x: &[f32], q: &mut [i8], meta: &mut [BlockMeta]) {
-    crate::quant::quantize_into(x, q, meta)
+    crate::block_quant::quantize_into(x, q, meta)
 }
 
 #[cfg(test)]
@@ -103,8 +105,8 @@ mod tests {
     use proptest::prelude::*;
 
     type Quantizer<'a> = &'a dyn Fn(&[f32], &mut [i8], &mut [BlockMeta]);
-    /// A block's meta as bits: d, sx, c8, c128.
-    type MetaBits = (u32, u32, i32, i32);
+    /// A block's meta as bits: d, sx, c8, c128, c32.
+    type MetaBits = (u32, u32, i32, i32, [i32; 2]);
 
     /// `x` quantized by `f`: the values and the metas' bits.
     fn run(x: &[f32], f: Quantizer) -> (Vec<i8>, Vec<MetaBits>) {
@@ -113,14 +115,14 @@ mod tests {
         f(x, &mut q, &mut m);
         let bits = m
             .iter()
-            .map(|m| (m.d.to_bits(), m.sx.to_bits(), m.c8, m.c128))
+            .map(|m| (m.d.to_bits(), m.sx.to_bits(), m.c8, m.c128, m.c32))
             .collect();
         (q, bits)
     }
 
     /// Every build on this CPU against the portable definition.
     fn assert_builds_agree(x: &[f32]) {
-        let want = run(x, &|x, q, m| crate::quant::quantize_into(x, q, m));
+        let want = run(x, &|x, q, m| crate::block_quant::quantize_into(x, q, m));
         assert_eq!(run(x, &|x, q, m| quantize_rows(x, q, m)), want);
         #[cfg(target_arch = "x86_64")]
         {

@@ -2,9 +2,7 @@
 //! It is the reference every SIMD path must match bit for bit.
 
 use super::{drive, Job, Tile, TileKernel};
-use crate::pack::{WeightFormat, SCALES, TILE};
-use crate::quant::BlockMeta;
-use crate::quant::QK;
+use crate::format::{quant_at, BlockMeta, WeightFormat, QK, SCALES, TILE};
 
 /// # Safety
 /// The contract of [`drive`].
@@ -28,7 +26,7 @@ impl TileKernel for Scalar {
                     std::slice::from_raw_parts(t.m[r], job.kb),
                 )
             };
-            let acc = row(job.format, job.rec, w, x, m);
+            let acc = row(job.format, w, x, m);
             // SAFETY: the first `t.valid` columns of this row belong to this tile, and
             // only the thread owning the tile writes them.
             unsafe { std::ptr::copy_nonoverlapping(acc.as_ptr(), t.out[r], t.valid) };
@@ -37,39 +35,47 @@ impl TileKernel for Scalar {
 }
 
 /// One row of activations × one tile: the 32 results.
-fn row(format: WeightFormat, rec: usize, w: &[u8], x: &[i8], meta: &[BlockMeta]) -> [f32; TILE] {
-    let qo = format.quant_offset();
+fn row(format: WeightFormat, tile: &[u8], x: &[i8], meta: &[BlockMeta]) -> [f32; TILE] {
     let mut acc = [0.0f32; TILE];
-    for (b, (rec, m)) in w.chunks_exact(rec).zip(meta).enumerate() {
+    for (b, m) in meta.iter().enumerate() {
+        let rec = &tile[format.block_offset(b)..][..format.block_record_bytes()];
+        let group = &tile[format.group_offset(b)..];
         let xb = &x[b * QK..][..QK];
         for (j, acc) in acc.iter_mut().enumerate() {
-            let (g, c) = (j / 16, j % 16);
-            let quant = |p: usize, i: usize| rec[qo + (2 * p + g) * 64 + 4 * c + i] as i32;
-            let isum: i32 = match format {
-                WeightFormat::Q8_0 => {
-                    let raw: i32 = (0..QK)
-                        .map(|kk| quant(kk / 4, kk % 4) * xb[kk] as i32)
-                        .sum();
-                    raw + m.c128
+            // Exact integer dot products of the unsigned quants, per 16-value half.
+            let half = |h: usize| -> i32 {
+                (16 * h..16 * h + 16)
+                    .map(|kk| quant_at(format, rec, j, kk) as i32 * xb[kk] as i32)
+                    .sum()
+            };
+            let raw = half(0) + half(1);
+            let dx = m.d;
+            match format {
+                WeightFormat::Q8_0 | WeightFormat::Q4_0 | WeightFormat::Q5_0 => {
+                    let offset = match format {
+                        WeightFormat::Q8_0 => m.c128,
+                        WeightFormat::Q4_0 => m.c8,
+                        _ => 2 * m.c8,
+                    };
+                    *acc = ((raw + offset) as f32).mul_add(f16_at(rec, 2 * j) * dx, *acc);
                 }
-                _ => {
-                    let raw: i32 = (0..16)
-                        .map(|kk| {
-                            let v = quant(kk / 4, kk % 4);
-                            (v & 15) * xb[kk] as i32 + (v >> 4) * xb[kk + 16] as i32
-                        })
-                        .sum();
-                    if format == WeightFormat::Q4_0 {
-                        raw + m.c8
-                    } else {
-                        raw
+                WeightFormat::Q4_1 => {
+                    *acc = (raw as f32).mul_add(f16_at(rec, 2 * j) * dx, *acc);
+                    *acc = f16_at(rec, SCALES + 2 * j).mul_add(m.sx, *acc);
+                }
+                WeightFormat::Q4_K => {
+                    let dw = f16_at(group, 2 * j) * rec[j] as f32;
+                    let mw = f16_at(group, SCALES + 2 * j) * rec[TILE + j] as f32;
+                    *acc = (raw as f32).mul_add(dw * dx, *acc);
+                    *acc = (-mw).mul_add(m.sx, *acc);
+                }
+                WeightFormat::Q6_K => {
+                    let d = f16_at(group, 2 * j);
+                    for h in 0..2 {
+                        let dw = d * rec[TILE * h + j] as i8 as f32;
+                        *acc = ((half(h) + m.c32[h]) as f32).mul_add(dw * dx, *acc);
                     }
                 }
-            };
-            let dw = f16_at(rec, 2 * j);
-            *acc = (isum as f32).mul_add(dw * m.d, *acc);
-            if format == WeightFormat::Q4_1 {
-                *acc = f16_at(rec, SCALES + 2 * j).mul_add(m.sx, *acc);
             }
         }
     }

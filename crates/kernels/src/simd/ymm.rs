@@ -4,7 +4,7 @@
 //! Only the integer dot step differs between the two paths (`Dot256`).
 
 use super::{prefetch, quad, Job, Prefetch, Tile, TileKernel};
-use crate::pack::SCALES;
+use crate::format::SCALES;
 use std::arch::x86_64::*;
 use std::marker::PhantomData;
 
@@ -25,6 +25,10 @@ pub(super) trait Dot256 {
     /// As for `prep_q8`.
     unsafe fn dot_nib2(acc: __m256i, lo: __m256i, xa: __m256i, hi: __m256i, xb: __m256i)
         -> __m256i;
+    /// One quad of unsigned values of at most 6 bits (0..=63) against an activation quad.
+    /// # Safety
+    /// As for `prep_q8`.
+    unsafe fn dot_u6(acc: __m256i, w: __m256i, x: __m256i) -> __m256i;
 }
 
 /// Q8_0 tile kernel over a dot step.
@@ -133,16 +137,28 @@ unsafe fn sub_tiles<const R: usize, const MIN: bool>(
                     }
                 }
             }
-            let n = (t.valid - col).min(8);
-            for r in 0..R {
-                let dst = t.out[r].add(col);
-                if n == 8 {
-                    _mm256_storeu_ps(dst, acc[r]);
-                } else {
-                    let mut tmp = [0.0f32; 8];
-                    _mm256_storeu_ps(tmp.as_mut_ptr(), acc[r]);
-                    std::ptr::copy_nonoverlapping(tmp.as_ptr(), dst, n);
-                }
+            store(t, col, &acc);
+        }
+    }
+}
+
+/// Stores the rows' results of the 8 columns from `col` (those below `t.valid`).
+///
+/// # Safety
+/// `t` from `drive`, `col < t.valid`; AVX enabled in the caller.
+#[inline(always)]
+pub(super) unsafe fn store<const R: usize>(t: &Tile<R>, col: usize, acc: &[__m256; R]) {
+    let n = (t.valid - col).min(8);
+    for r in 0..R {
+        // SAFETY: row r's output holds the tile's `t.valid` columns.
+        unsafe {
+            let dst = t.out[r].add(col);
+            if n == 8 {
+                _mm256_storeu_ps(dst, acc[r]);
+            } else {
+                let mut tmp = [0.0f32; 8];
+                _mm256_storeu_ps(tmp.as_mut_ptr(), acc[r]);
+                std::ptr::copy_nonoverlapping(tmp.as_ptr(), dst, n);
             }
         }
     }

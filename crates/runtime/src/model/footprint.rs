@@ -39,7 +39,9 @@ impl Model {
         };
         let mut by_format = [0u64; WeightFormat::ALL.len()];
         for m in &matrices {
-            by_format[m.format().index()] += (m.n() * m.k() * rows) as u64;
+            for (format, cols) in m.formats() {
+                by_format[format.index()] += (cols * m.k() * rows) as u64;
+            }
         }
         Some(ForwardWork {
             bytes: matrices.iter().map(|m| m.packed_bytes() as u64).sum(),

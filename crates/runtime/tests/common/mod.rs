@@ -2,6 +2,8 @@
 //! one-token-at-a-time decoding.
 #![allow(dead_code)] // each test binary uses part of this
 
+pub mod ppl;
+
 use std::sync::OnceLock;
 
 use rand::Rng;
@@ -27,6 +29,36 @@ pub fn gemma() -> Option<&'static Model> {
         Some(Model::load_with(path, Executor::new(2)).expect("Gemma 3 loads"))
     })
     .as_ref()
+}
+
+/// A known model if it is cached (suites skip it, saying so, when it is not).
+fn cached_model(
+    known: &'static specdec_model_store::KnownModel,
+    cell: &'static OnceLock<Option<Model>>,
+) -> Option<&'static Model> {
+    cell.get_or_init(|| {
+        let Some(path) = specdec_model_store::cached(known) else {
+            eprintln!(
+                "skipping {}: not cached (`specdec model fetch {}`)",
+                known.name, known.short_name
+            );
+            return None;
+        };
+        Some(Model::load_with(path, Executor::new(2)).expect("model loads"))
+    })
+    .as_ref()
+}
+
+/// Qwen2.5-Coder-1.5B-Instruct Q4_K_M if it is cached (CI fetches it).
+pub fn qwen_1_5b() -> Option<&'static Model> {
+    static M: OnceLock<Option<Model>> = OnceLock::new();
+    cached_model(&specdec_model_store::QWEN25_CODER_15B, &M)
+}
+
+/// Qwen2.5-Coder-0.5B-Instruct if it is cached (CI fetches it).
+pub fn qwen_0_5b() -> Option<&'static Model> {
+    static M: OnceLock<Option<Model>> = OnceLock::new();
+    cached_model(&specdec_model_store::QWEN25_CODER_05B, &M)
 }
 
 /// The real models a suite runs on: the default model, and Gemma 3 when cached.

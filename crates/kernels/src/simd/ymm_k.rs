@@ -1,0 +1,274 @@
+//! 256-bit kernels for the formats K-quant files add (Q5_0, Q4_K, Q6_K), shared by the
+//! AVX2, AVX-VNNI and AVX-512 paths (only the integer dot step differs, `Dot256`). The
+//! layout is in `format.rs`; the arithmetic per output is the portable kernel's
+//! (`scalar.rs`), lane for lane:
+//! - Q5_0: `acc = fma(Σ q·x − 16·Σx, dw · dx, acc)`;
+//! - Q4_K: `acc = fma(Σ q·x, (d · sc) · dx, acc)`, then `acc = fma(−(dmin · m), sx, acc)`;
+//! - Q6_K: per 16-value half h, `acc = fma(Σ q·x − 32·Σx, (d · sc_h) · dx, acc)`.
+//!
+//! `d · sc` and `dmin · m` are exact in f32 (an 11-bit mantissa times an 8-bit integer),
+//! so the file's weights are used exactly.
+
+use super::ymm::{store, Dot256};
+use super::{prefetch, quad, Job, Prefetch, Tile, TileKernel};
+use crate::format::{BlockMeta, SCALES, TILE};
+use std::arch::x86_64::*;
+use std::marker::PhantomData;
+
+/// Q5_0 tile kernel over a dot step.
+pub(super) struct Q5<D>(PhantomData<D>);
+/// Q4_K tile kernel over a dot step.
+pub(super) struct Q4K<D>(PhantomData<D>);
+/// Q6_K tile kernel over a dot step.
+pub(super) struct Q6K<D>(PhantomData<D>);
+
+/// Bytes of a block record's nibble vectors.
+const NIBBLES: usize = TILE * 16;
+
+/// `v` shifted left by `n` bits in each 16-bit lane (`n` a constant after unrolling).
+#[inline(always)]
+unsafe fn shl(v: __m256i, n: i32) -> __m256i {
+    // SAFETY: AVX2 enabled by the caller.
+    unsafe { _mm256_sll_epi16(v, _mm_cvtsi32_si128(n)) }
+}
+
+/// `v` shifted right by `n` bits in each 16-bit lane.
+#[inline(always)]
+unsafe fn shr(v: __m256i, n: i32) -> __m256i {
+    // SAFETY: AVX2 enabled by the caller.
+    unsafe { _mm256_srl_epi16(v, _mm_cvtsi32_si128(n)) }
+}
+
+/// 8 bytes at `p` widened to f32 lanes, unsigned or signed.
+#[inline(always)]
+unsafe fn bytes_u8(p: *const u8) -> __m256 {
+    // SAFETY: `p` valid for 8 bytes; AVX2 enabled by the caller.
+    unsafe { _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(p.cast()))) }
+}
+
+#[inline(always)]
+unsafe fn bytes_i8(p: *const u8) -> __m256 {
+    // SAFETY: as for `bytes_u8`.
+    unsafe { _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(p.cast()))) }
+}
+
+/// 8 f16 at `p` widened (exactly) to f32.
+#[inline(always)]
+unsafe fn halfs(p: *const u8) -> __m256 {
+    // SAFETY: `p` valid for 16 bytes; F16C enabled by the caller.
+    unsafe { _mm256_cvtph_ps(_mm_loadu_si128(p.cast())) }
+}
+
+impl<D: Dot256> TileKernel for Q5<D> {
+    #[inline(always)]
+    unsafe fn tile<const R: usize>(job: &Job, t: &Tile<R>) {
+        // SAFETY: `groups` hands out in-bounds, 32-aligned vectors of block b's record
+        // and activation quads of block b.
+        unsafe {
+            let nib = _mm256_set1_epi8(0x0f);
+            let fifth = _mm256_set1_epi8(0x10);
+            groups::<R, 1>(
+                job,
+                t,
+                |rec, voff, b, isum| {
+                    for r in 0..R {
+                        isum[0][r] = _mm256_set1_epi32(2 * (*t.m[r].add(b)).c8);
+                    }
+                    let q = rec.add(SCALES + voff);
+                    let h = _mm256_load_si256(q.add(NIBBLES).cast());
+                    for p in 0..4 {
+                        let v = _mm256_load_si256(q.add(p * 128).cast());
+                        let lo_h = _mm256_and_si256(shl(h, 4 - p as i32), fifth);
+                        let hi_h = _mm256_and_si256(shr(h, p as i32), fifth);
+                        let lo = _mm256_or_si256(_mm256_and_si256(v, nib), lo_h);
+                        let hi =
+                            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16::<4>(v), nib), hi_h);
+                        for r in 0..R {
+                            let xa = _mm256_set1_epi32(quad(t.x[r].add(b * 32 + 4 * p)));
+                            let xb = _mm256_set1_epi32(quad(t.x[r].add(b * 32 + 16 + 4 * p)));
+                            isum[0][r] = D::dot_nib2(isum[0][r], lo, xa, hi, xb);
+                        }
+                    }
+                },
+                |rec, _group, col, m, isum, acc| {
+                    let dw = halfs(rec.add(col * 2));
+                    for r in 0..R {
+                        let scale = _mm256_mul_ps(dw, _mm256_set1_ps(m[r].d));
+                        acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[0][r]), scale, acc[r]);
+                    }
+                },
+            )
+        }
+    }
+}
+
+impl<D: Dot256> TileKernel for Q4K<D> {
+    #[inline(always)]
+    unsafe fn tile<const R: usize>(job: &Job, t: &Tile<R>) {
+        // SAFETY: as for Q5.
+        unsafe {
+            let nib = _mm256_set1_epi8(0x0f);
+            groups::<R, 1>(
+                job,
+                t,
+                |rec, voff, b, isum| {
+                    let q = rec.add(SCALES + voff);
+                    for p in 0..4 {
+                        let v = _mm256_load_si256(q.add(p * 128).cast());
+                        let lo = _mm256_and_si256(v, nib);
+                        let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(v), nib);
+                        for r in 0..R {
+                            let xa = _mm256_set1_epi32(quad(t.x[r].add(b * 32 + 4 * p)));
+                            let xb = _mm256_set1_epi32(quad(t.x[r].add(b * 32 + 16 + 4 * p)));
+                            isum[0][r] = D::dot_nib2(isum[0][r], lo, xa, hi, xb);
+                        }
+                    }
+                },
+                |rec, group, col, m, isum, acc| {
+                    let dw = _mm256_mul_ps(halfs(group.add(col * 2)), bytes_u8(rec.add(col)));
+                    let mw = _mm256_mul_ps(
+                        halfs(group.add(SCALES + col * 2)),
+                        bytes_u8(rec.add(TILE + col)),
+                    );
+                    for r in 0..R {
+                        let scale = _mm256_mul_ps(dw, _mm256_set1_ps(m[r].d));
+                        acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[0][r]), scale, acc[r]);
+                        // −(mw · sx) + acc, fused: fma(−mw, sx, acc) exactly.
+                        acc[r] = _mm256_fnmadd_ps(mw, _mm256_set1_ps(m[r].sx), acc[r]);
+                    }
+                },
+            )
+        }
+    }
+}
+
+impl<D: Dot256> TileKernel for Q6K<D> {
+    // Two i32 accumulators per row (one per 16-value half): 3 rows keep every
+    // accumulator and the unpacked weights within the 16 ymm registers.
+    const ROWS: usize = 3;
+
+    #[inline(always)]
+    unsafe fn tile<const R: usize>(job: &Job, t: &Tile<R>) {
+        // SAFETY: as for Q5.
+        unsafe {
+            let nib = _mm256_set1_epi8(0x0f);
+            let top = _mm256_set1_epi8(0x30);
+            groups::<R, 2>(
+                job,
+                t,
+                |rec, voff, b, isum| {
+                    for r in 0..R {
+                        let c = (*t.m[r].add(b)).c32;
+                        isum[0][r] = _mm256_set1_epi32(c[0]);
+                        isum[1][r] = _mm256_set1_epi32(c[1]);
+                    }
+                    let q = rec.add(SCALES + voff);
+                    for h in 0..2 {
+                        let hv = _mm256_load_si256(q.add(NIBBLES + h * 128).cast());
+                        for e in 0..2 {
+                            let p = 2 * h + e;
+                            let v = _mm256_load_si256(q.add(p * 128).cast());
+                            // High bits of the low nibbles at bits 4e, of the high ones at
+                            // 4e + 2; both move to bits 4..6.
+                            let (lo_h, hi_h) = if e == 0 {
+                                (_mm256_slli_epi16::<4>(hv), _mm256_slli_epi16::<2>(hv))
+                            } else {
+                                (hv, _mm256_srli_epi16::<2>(hv))
+                            };
+                            let lo = _mm256_or_si256(
+                                _mm256_and_si256(v, nib),
+                                _mm256_and_si256(lo_h, top),
+                            );
+                            let hi = _mm256_or_si256(
+                                _mm256_and_si256(_mm256_srli_epi16::<4>(v), nib),
+                                _mm256_and_si256(hi_h, top),
+                            );
+                            for r in 0..R {
+                                let xa = _mm256_set1_epi32(quad(t.x[r].add(b * 32 + 4 * p)));
+                                let xb = _mm256_set1_epi32(quad(t.x[r].add(b * 32 + 16 + 4 * p)));
+                                isum[0][r] = D::dot_u6(isum[0][r], lo, xa);
+                                isum[1][r] = D::dot_u6(isum[1][r], hi, xb);
+                            }
+                        }
+                    }
+                },
+                |rec, group, col, m, isum, acc| {
+                    let d = halfs(group.add(col * 2));
+                    let dw = [
+                        _mm256_mul_ps(d, bytes_i8(rec.add(col))),
+                        _mm256_mul_ps(d, bytes_i8(rec.add(TILE + col))),
+                    ];
+                    for r in 0..R {
+                        let dx = _mm256_set1_ps(m[r].d);
+                        for h in 0..2 {
+                            let scale = _mm256_mul_ps(dw[h], dx);
+                            let i = _mm256_cvtepi32_ps(isum[h][r]);
+                            acc[r] = _mm256_fmadd_ps(i, scale, acc[r]);
+                        }
+                    }
+                },
+            )
+        }
+    }
+}
+
+/// Loops over the 8-column sub-groups and blocks of a tile. For block b,
+/// `ints(rec, voff, b, isum)` fills `H` integer sums per row (arriving zeroed), reading
+/// the weight vectors of the record at `rec` at `voff + p·128` past their offset; then
+/// `epilogue(rec, group, col, metas, isum, acc)` folds them into the float accumulators,
+/// with `group` the block's group (its header). Then stores.
+///
+/// # Safety
+/// `t` from `drive`; AVX2, FMA and F16C enabled in the caller.
+#[inline(always)]
+unsafe fn groups<const R: usize, const H: usize>(
+    job: &Job,
+    t: &Tile<R>,
+    mut ints: impl FnMut(*const u8, usize, usize, &mut [[__m256i; R]; H]),
+    mut epilogue: impl FnMut(
+        *const u8,
+        *const u8,
+        usize,
+        [&BlockMeta; R],
+        &[[__m256i; R]; H],
+        &mut [__m256; R],
+    ),
+) {
+    // SAFETY: block records and groups lie inside the tile (`format.rs`); outputs are
+    // written only below `t.valid`.
+    unsafe {
+        let format = job.format;
+        // Record and group addresses advance by additions: `block_offset` divides.
+        let (per_group, header) = (format.blocks_per_group(), format.header_bytes());
+        let (rec_bytes, group_bytes) = (format.block_record_bytes(), format.group_bytes());
+        for s in 0..4 {
+            let col = s * 8;
+            if col >= t.valid {
+                break;
+            }
+            // Sub-group s is half (s % 2) of 16-column group s / 2.
+            let voff = (s / 2) * 64 + (s % 2) * 32;
+            // Each sub-group pass takes its quarter of this call's prefetch lines.
+            let pf = Prefetch {
+                first_line: t.pf.first_line * 4 + s,
+                line_step: t.pf.line_step * 4,
+                ..t.pf
+            };
+            let mut acc = [_mm256_setzero_ps(); R];
+            let (mut group, mut in_group) = (t.w, 0);
+            for b in 0..job.kb {
+                let rec = group.add(header + in_group * rec_bytes);
+                prefetch(&pf, b * job.rec, job.rec);
+                let mut isum = [[_mm256_setzero_si256(); R]; H];
+                ints(rec, voff, b, &mut isum);
+                let m: [&BlockMeta; R] = std::array::from_fn(|r| &*t.m[r].add(b));
+                epilogue(rec, group, col, m, &isum, &mut acc);
+                in_group += 1;
+                if in_group == per_group {
+                    (group, in_group) = (group.add(group_bytes), 0);
+                }
+            }
+            store(t, col, &acc);
+        }
+    }
+}
