@@ -9,8 +9,9 @@ use specdec_engine::{ChatMessage, ChatTemplate, Model, Tokenizer};
 
 #[derive(Args, Clone, Debug)]
 pub struct ModelArgs {
-    /// A local GGUF file or a known model's short name (`smollm2-135m`, `gemma-3-270m`:
-    /// fetched on first use); default: $SPECDEC_MODEL, else SmolLM2-135M-Instruct Q4_1.
+    /// A local GGUF file or a known model's short name (`smollm2-135m`, `gemma-3-270m`,
+    /// `qwen2.5-coder-1.5b`, `qwen2.5-coder-0.5b`: fetched on first use); default:
+    /// $SPECDEC_MODEL, else SmolLM2-135M-Instruct Q4_1.
     #[arg(long)]
     pub model: Option<PathBuf>,
     /// Kernel threads.

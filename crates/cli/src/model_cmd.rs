@@ -10,7 +10,7 @@ use specdec_runtime::ModelConfig;
 #[derive(Subcommand, Debug)]
 pub enum ModelCommand {
     /// Download, verify and cache a known model: the default (SmolLM2-135M-Instruct Q4_1,
-    /// `smollm2-135m`) or `gemma-3-270m`.
+    /// `smollm2-135m`), `gemma-3-270m`, `qwen2.5-coder-1.5b` or `qwen2.5-coder-0.5b`.
     Fetch {
         /// The model's short name.
         #[arg(default_value = "smollm2-135m")]

@@ -1,10 +1,11 @@
-//! 256-bit kernels shared by the AVX-VNNI and plain AVX2 paths. A tile is processed as
-//! four 8-column sub-groups (one ymm each, the halves of the 64-byte vectors); per
-//! sub-group R rows of i32 and f32 accumulators fit the 16 ymm registers.
-//! Only the integer dot step differs between the two paths (`Dot256`).
+//! 256-bit kernels shared by the AVX2, AVX-VNNI and (for the K-quant files' formats)
+//! AVX-512 paths. A tile is walked block by block, and each block record as four 8-column
+//! sub-groups (one ymm each, the halves of the 64-byte vectors), so the tile streams once
+//! in order; the f32 accumulators of R rows × 4 sub-groups stay in registers or L1.
+//! Only the integer dot step differs between the paths (`Dot256`).
 
-use super::{prefetch, quad, Job, Prefetch, Tile, TileKernel};
-use crate::format::SCALES;
+use super::{prefetch, quad, Job, Tile, TileKernel};
+use crate::format::{BlockMeta, SCALES};
 use std::arch::x86_64::*;
 use std::marker::PhantomData;
 
@@ -42,21 +43,26 @@ impl<D: Dot256> TileKernel for Q8<D> {
         // SAFETY: `sub_tiles` only hands out in-bounds, 32-aligned weight vectors and
         // activation quads of block b.
         unsafe {
-            sub_tiles::<R, false>(job, t, |rec, voff, b, isum| {
-                if D::Q8_OFFSET {
-                    for r in 0..R {
-                        isum[r] = _mm256_set1_epi32((*t.m[r].add(b)).c128);
+            groups::<R, 1>(
+                job,
+                t,
+                |rec, voff, b, isum| {
+                    if D::Q8_OFFSET {
+                        for r in 0..R {
+                            isum[0][r] = _mm256_set1_epi32((*t.m[r].add(b)).c128);
+                        }
                     }
-                }
-                let q = rec.add(SCALES + voff);
-                for p in 0..8 {
-                    let w = D::prep_q8(_mm256_load_si256(q.add(p * 128).cast()));
-                    for r in 0..R {
-                        let x = _mm256_set1_epi32(quad(t.x[r].add(b * 32 + 4 * p)));
-                        isum[r] = D::dot_q8(isum[r], w, x);
+                    let q = rec.add(SCALES + voff);
+                    for p in 0..8 {
+                        let w = D::prep_q8(_mm256_load_si256(q.add(p * 128).cast()));
+                        for r in 0..R {
+                            let x = _mm256_set1_epi32(quad(t.x[r].add(b * 32 + 4 * p)));
+                            isum[0][r] = D::dot_q8(isum[0][r], w, x);
+                        }
                     }
-                }
-            })
+                },
+                |rec, g, col, m, isum, acc| epilogue::<R, false>(rec, g, col, m, isum, acc),
+            )
         }
     }
 }
@@ -68,76 +74,115 @@ impl<D: Dot256, const MIN: bool> TileKernel for Q4<D, MIN> {
         unsafe {
             let nib = _mm256_set1_epi8(0x0f);
             let qoff = job.format.quant_offset();
-            sub_tiles::<R, MIN>(job, t, |rec, voff, b, isum| {
-                if !MIN {
-                    for r in 0..R {
-                        isum[r] = _mm256_set1_epi32((*t.m[r].add(b)).c8);
+            groups::<R, 1>(
+                job,
+                t,
+                |rec, voff, b, isum| {
+                    if !MIN {
+                        for r in 0..R {
+                            isum[0][r] = _mm256_set1_epi32((*t.m[r].add(b)).c8);
+                        }
                     }
-                }
-                let q = rec.add(qoff + voff);
-                for p in 0..4 {
-                    let v = _mm256_load_si256(q.add(p * 128).cast());
-                    let lo = _mm256_and_si256(v, nib);
-                    let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(v), nib);
-                    for r in 0..R {
-                        let xa = _mm256_set1_epi32(quad(t.x[r].add(b * 32 + 4 * p)));
-                        let xb = _mm256_set1_epi32(quad(t.x[r].add(b * 32 + 16 + 4 * p)));
-                        isum[r] = D::dot_nib2(isum[r], lo, xa, hi, xb);
+                    let q = rec.add(qoff + voff);
+                    for p in 0..4 {
+                        let v = _mm256_load_si256(q.add(p * 128).cast());
+                        let lo = _mm256_and_si256(v, nib);
+                        let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(v), nib);
+                        for r in 0..R {
+                            let xa = _mm256_set1_epi32(quad(t.x[r].add(b * 32 + 4 * p)));
+                            let xb = _mm256_set1_epi32(quad(t.x[r].add(b * 32 + 16 + 4 * p)));
+                            isum[0][r] = D::dot_nib2(isum[0][r], lo, xa, hi, xb);
+                        }
                     }
-                }
-            })
+                },
+                |rec, g, col, m, isum, acc| epilogue::<R, MIN>(rec, g, col, m, isum, acc),
+            )
         }
     }
 }
 
-/// Loops over the 8-column sub-groups and blocks of a tile; `block(rec, voff, b, isum)`
-/// fills the integer sums of block b (isum arrives zeroed) reading weight vectors at
-/// `rec + quant offset + voff + p·128`. Then runs the float epilogue and stores.
+/// Walks the blocks of a tile, and within each the four 8-column sub-groups. For block b,
+/// `ints(rec, voff, b, isum)` fills `H` integer sums per row (arriving zeroed), reading
+/// the weight vectors of the record at `rec` at `voff + p·128` past their offset; then
+/// `epilogue(rec, group, col, metas, isum, acc)` folds them into the float accumulators,
+/// with `group` the block's group (its header). Then stores.
 ///
 /// # Safety
-/// `t` from `drive`; AVX2 and FMA enabled in the caller.
+/// `t` from `drive`; AVX2, FMA and F16C enabled in the caller.
 #[inline(always)]
-unsafe fn sub_tiles<const R: usize, const MIN: bool>(
+pub(super) unsafe fn groups<const R: usize, const H: usize>(
     job: &Job,
     t: &Tile<R>,
-    mut block: impl FnMut(*const u8, usize, usize, &mut [__m256i; R]),
+    mut ints: impl FnMut(*const u8, usize, usize, &mut [[__m256i; R]; H]),
+    mut epilogue: impl FnMut(
+        *const u8,
+        *const u8,
+        usize,
+        [&BlockMeta; R],
+        &[[__m256i; R]; H],
+        &mut [__m256; R],
+    ),
 ) {
-    // SAFETY: records span `job.rec` 64-aligned bytes; f16 scales at s·16 and mins at
-    // 64 + s·16 are 16-aligned; outputs are written only below `t.valid`.
+    // SAFETY: block records and groups lie inside the tile (`format.rs`); outputs are
+    // written only below `t.valid`.
     unsafe {
-        for s in 0..4 {
-            let col = s * 8;
-            if col >= t.valid {
-                break;
+        let format = job.format;
+        // Record and group addresses advance by additions: `block_offset` divides.
+        let (per_group, header) = (format.blocks_per_group(), format.header_bytes());
+        let (rec_bytes, group_bytes) = (format.block_record_bytes(), format.group_bytes());
+        // Block by block, all four sub-groups of a record in turn, so the tile streams once
+        // and in order. Measured against four passes of one sub-group each (Qwen2.5-Coder
+        // 1.5B, Zen 3, AVX2): forwards of 1, 4 and 16 rows 1.11x, 1.2x and 1.15x as fast.
+        let subs = t.valid.div_ceil(8);
+        let mut acc = [[_mm256_setzero_ps(); R]; 4];
+        let (mut group, mut in_group) = (t.w, 0);
+        for b in 0..job.kb {
+            let rec = group.add(header + in_group * rec_bytes);
+            prefetch(&t.pf, b * job.rec, job.rec);
+            let m: [&BlockMeta; R] = std::array::from_fn(|r| &*t.m[r].add(b));
+            for (s, acc) in acc.iter_mut().enumerate().take(subs) {
+                // Sub-group s is half (s % 2) of 16-column group s / 2.
+                let voff = (s / 2) * 64 + (s % 2) * 32;
+                let mut isum = [[_mm256_setzero_si256(); R]; H];
+                ints(rec, voff, b, &mut isum);
+                epilogue(rec, group, s * 8, m, &isum, acc);
             }
-            // Sub-group s is half (s % 2) of 16-column group s / 2.
-            let voff = (s / 2) * 64 + (s % 2) * 32;
-            // Each sub-group pass takes its quarter of this call's prefetch lines.
-            let pf = Prefetch {
-                first_line: t.pf.first_line * 4 + s,
-                line_step: t.pf.line_step * 4,
-                ..t.pf
-            };
-            let mut acc = [_mm256_setzero_ps(); R];
-            for b in 0..job.kb {
-                let rec = t.w.add(b * job.rec);
-                prefetch(&pf, b * job.rec, job.rec);
-                let mut isum = [_mm256_setzero_si256(); R];
-                block(rec, voff, b, &mut isum);
-                // f16 scales (and mins) widened exactly to f32.
-                let wide = |o: usize| _mm256_cvtph_ps(_mm_load_si128(rec.add(o).cast()));
-                let dw = wide(col * 2);
-                let mw = if MIN { wide(SCALES + col * 2) } else { dw };
-                for r in 0..R {
-                    let m = &*t.m[r].add(b);
-                    let scale = _mm256_mul_ps(dw, _mm256_set1_ps(m.d));
-                    acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), scale, acc[r]);
-                    if MIN {
-                        acc[r] = _mm256_fmadd_ps(mw, _mm256_set1_ps(m.sx), acc[r]);
-                    }
-                }
+            in_group += 1;
+            if in_group == per_group {
+                (group, in_group) = (group.add(group_bytes), 0);
             }
-            store(t, col, &acc);
+        }
+        for (s, acc) in acc.iter().enumerate().take(subs) {
+            store(t, s * 8, acc);
+        }
+    }
+}
+
+/// The block formats' float epilogue: `acc = fma(isum, dw · dx, acc)`, then for Q4_1
+/// `acc = fma(mw, sx, acc)`, with the record's f16 scales (and mins) widened exactly.
+///
+/// # Safety
+/// `rec` a block record, `col` a sub-group's first column; AVX2, FMA, F16C enabled.
+#[inline(always)]
+unsafe fn epilogue<const R: usize, const MIN: bool>(
+    rec: *const u8,
+    _group: *const u8,
+    col: usize,
+    m: [&BlockMeta; R],
+    isum: &[[__m256i; R]; 1],
+    acc: &mut [__m256; R],
+) {
+    // SAFETY: f16 scales at col·2 and mins at 64 + col·2 lie in the record, 16-aligned.
+    unsafe {
+        let wide = |o: usize| _mm256_cvtph_ps(_mm_load_si128(rec.add(o).cast()));
+        let dw = wide(col * 2);
+        let mw = if MIN { wide(SCALES + col * 2) } else { dw };
+        for r in 0..R {
+            let scale = _mm256_mul_ps(dw, _mm256_set1_ps(m[r].d));
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[0][r]), scale, acc[r]);
+            if MIN {
+                acc[r] = _mm256_fmadd_ps(mw, _mm256_set1_ps(m[r].sx), acc[r]);
+            }
         }
     }
 }

@@ -9,9 +9,9 @@
 //! `d · sc` and `dmin · m` are exact in f32 (an 11-bit mantissa times an 8-bit integer),
 //! so the file's weights are used exactly.
 
-use super::ymm::{store, Dot256};
-use super::{prefetch, quad, Job, Prefetch, Tile, TileKernel};
-use crate::format::{BlockMeta, SCALES, TILE};
+use super::ymm::{groups, Dot256};
+use super::{quad, Job, Tile, TileKernel};
+use crate::format::{SCALES, TILE};
 use std::arch::x86_64::*;
 use std::marker::PhantomData;
 
@@ -208,67 +208,6 @@ impl<D: Dot256> TileKernel for Q6K<D> {
                     }
                 },
             )
-        }
-    }
-}
-
-/// Loops over the 8-column sub-groups and blocks of a tile. For block b,
-/// `ints(rec, voff, b, isum)` fills `H` integer sums per row (arriving zeroed), reading
-/// the weight vectors of the record at `rec` at `voff + p·128` past their offset; then
-/// `epilogue(rec, group, col, metas, isum, acc)` folds them into the float accumulators,
-/// with `group` the block's group (its header). Then stores.
-///
-/// # Safety
-/// `t` from `drive`; AVX2, FMA and F16C enabled in the caller.
-#[inline(always)]
-unsafe fn groups<const R: usize, const H: usize>(
-    job: &Job,
-    t: &Tile<R>,
-    mut ints: impl FnMut(*const u8, usize, usize, &mut [[__m256i; R]; H]),
-    mut epilogue: impl FnMut(
-        *const u8,
-        *const u8,
-        usize,
-        [&BlockMeta; R],
-        &[[__m256i; R]; H],
-        &mut [__m256; R],
-    ),
-) {
-    // SAFETY: block records and groups lie inside the tile (`format.rs`); outputs are
-    // written only below `t.valid`.
-    unsafe {
-        let format = job.format;
-        // Record and group addresses advance by additions: `block_offset` divides.
-        let (per_group, header) = (format.blocks_per_group(), format.header_bytes());
-        let (rec_bytes, group_bytes) = (format.block_record_bytes(), format.group_bytes());
-        for s in 0..4 {
-            let col = s * 8;
-            if col >= t.valid {
-                break;
-            }
-            // Sub-group s is half (s % 2) of 16-column group s / 2.
-            let voff = (s / 2) * 64 + (s % 2) * 32;
-            // Each sub-group pass takes its quarter of this call's prefetch lines.
-            let pf = Prefetch {
-                first_line: t.pf.first_line * 4 + s,
-                line_step: t.pf.line_step * 4,
-                ..t.pf
-            };
-            let mut acc = [_mm256_setzero_ps(); R];
-            let (mut group, mut in_group) = (t.w, 0);
-            for b in 0..job.kb {
-                let rec = group.add(header + in_group * rec_bytes);
-                prefetch(&pf, b * job.rec, job.rec);
-                let mut isum = [[_mm256_setzero_si256(); R]; H];
-                ints(rec, voff, b, &mut isum);
-                let m: [&BlockMeta; R] = std::array::from_fn(|r| &*t.m[r].add(b));
-                epilogue(rec, group, col, m, &isum, &mut acc);
-                in_group += 1;
-                if in_group == per_group {
-                    (group, in_group) = (group.add(group_bytes), 0);
-                }
-            }
-            store(t, col, &acc);
         }
     }
 }

@@ -137,7 +137,11 @@ pub fn weight_block(format: WeightFormat, row: &[u8], b: usize) -> Decoded {
             let (sc, m) = scale_min_k4(sub, &blk[4..16]);
             let qs = &blk[16 + 32 * (sub / 2)..][..32];
             for j in 0..32 {
-                w[j] = if sub.is_multiple_of(2) { qs[j] & 15 } else { qs[j] >> 4 } as i32;
+                w[j] = if sub.is_multiple_of(2) {
+                    qs[j] & 15
+                } else {
+                    qs[j] >> 4
+                } as i32;
             }
             ([d * sc as f32; 2], -(dmin * m as f32))
         }
