@@ -58,6 +58,9 @@ impl VecOps {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: an executor only holds an Isa that `is_available()` confirmed.
             Isa::Avx512Vnni => unsafe { x86::scale_max_avx512(x, scale) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as above; every AVX2 ISA here has AVX2.
+            Isa::AvxVnni | Isa::Avx2 => unsafe { x86::scale_max_avx2(x, scale) },
             _ => scale_max_scalar(x, scale),
         }
     }
@@ -71,6 +74,9 @@ impl VecOps {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: an executor only holds an Isa that `is_available()` confirmed.
             Isa::Avx512Vnni => unsafe { x86::exp_sum_avx512(x, max) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as above.
+            Isa::AvxVnni | Isa::Avx2 => unsafe { x86::exp_sum_avx2(x, max) },
             _ => exp_sum_scalar(x, max),
         }
     }
@@ -110,6 +116,11 @@ impl VecOps {
             // SAFETY: an executor only holds an Isa that `is_available()` confirmed; bounds were asserted above.
             Isa::Avx512Vnni => unsafe {
                 x86::dot_t_avx512(qs, m, hd, kt, stride, n, out, out_stride)
+            },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as above.
+            Isa::AvxVnni | Isa::Avx2 => unsafe {
+                x86::dot_t_avx2(qs, m, hd, kt, stride, n, out, out_stride)
             },
             _ => {
                 for i in 0..m {
@@ -189,6 +200,9 @@ impl VecOps {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: an executor only holds an Isa that `is_available()` confirmed.
             Isa::Avx512Vnni => unsafe { x86::gated_avx512::<GELU>(gate, up, out) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as above.
+            Isa::AvxVnni | Isa::Avx2 => unsafe { x86::gated_avx2::<GELU>(gate, up, out) },
             _ => gated_scalar::<GELU>(gate, up, out),
         }
     }

@@ -325,3 +325,136 @@ pub unsafe fn weighted_sum_avx512<const C: usize>(
         i0 += g;
     }
 }
+
+/// The portable definitions compiled for AVX2: plain f32 operations that Rust never fuses
+/// or reorders, so the wider vectors give the portable bits (the baseline build runs them
+/// 4 lanes at a time, and its rounding and min/max take several instructions).
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[target_feature(enable = "avx2")]
+pub unsafe fn scale_max_avx2(x: &mut [f32], scale: f32) -> f32 {
+    super::scale_max_scalar(x, scale)
+}
+
+/// # Safety
+/// The CPU must support AVX2.
+#[target_feature(enable = "avx2")]
+pub unsafe fn exp_sum_avx2(x: &mut [f32], max: f32) -> f32 {
+    super::exp_sum_scalar(x, max)
+}
+
+/// # Safety
+/// The CPU must support AVX2.
+#[target_feature(enable = "avx2")]
+pub unsafe fn gated_avx2<const GELU: bool>(gate: &[f32], up: &[f32], out: &mut [f32]) {
+    super::gated_scalar::<GELU>(gate, up, out)
+}
+
+/// Lanes `0..n` (n ≤ 8) set: the mask of a partial `maskload`/`maskstore`.
+#[inline(always)]
+fn lanes_below(n: usize) -> __m256i {
+    let idx = [0i32, 1, 2, 3, 4, 5, 6, 7];
+    // SAFETY: reads the 8 lanes of a local array.
+    let idx = unsafe { _mm256_loadu_si256(idx.as_ptr().cast()) };
+    // SAFETY: AVX2 is enabled in every caller (all inlined into AVX2 functions).
+    unsafe { _mm256_cmpgt_epi32(_mm256_set1_epi32(n as i32), idx) }
+}
+
+/// Query rows `i0..i0 + G` of [`dot_t_avx2`]: 16 keys as two ymm, accumulators in
+/// registers.
+///
+/// # Safety
+/// As for [`dot_t_avx2`]; `i0 + G <= m`.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn dot_t_rows_avx2<const G: usize>(
+    qs: &[f32],
+    i0: usize,
+    hd: usize,
+    kt: &[f32],
+    stride: usize,
+    n: usize,
+    out: &mut [f32],
+    out_stride: usize,
+) {
+    let q = &qs[i0 * hd..(i0 + G) * hd];
+    let mut s = 0;
+    while s < n {
+        let block = (s / 16) * stride;
+        let left = n - s;
+        let masks = [
+            lanes_below(left.min(8)),
+            lanes_below(left.saturating_sub(8)),
+        ];
+        let mut acc = [[_mm256_setzero_ps(); 2]; G];
+        for d in 0..hd {
+            let k: [__m256; 2] = std::array::from_fn(|h| {
+                // SAFETY: a block's 16 positions of element d lie in `kt` wherever the
+                // mask is set (keys below n, asserted by the caller); masked-off lanes
+                // are not read.
+                let p = kt.as_ptr().wrapping_add(block + d * 16 + 8 * h);
+                if left >= 16 {
+                    unsafe { _mm256_loadu_ps(p) }
+                } else {
+                    unsafe { _mm256_maskload_ps(p, masks[h]) }
+                }
+            });
+            for (i, a) in acc.iter_mut().enumerate() {
+                // SAFETY: i < G and d < hd, and `q` holds G · hd queries.
+                let x = _mm256_set1_ps(unsafe { *q.as_ptr().add(i * hd + d) });
+                for h in 0..2 {
+                    a[h] = _mm256_add_ps(a[h], _mm256_mul_ps(x, k[h]));
+                }
+            }
+        }
+        for (i, a) in acc.iter().enumerate() {
+            for h in 0..2 {
+                // SAFETY: lanes below n - s of out[(i0 + i) * out_stride + s..].
+                unsafe {
+                    let p = out.as_mut_ptr().add((i0 + i) * out_stride + s + 8 * h);
+                    if left >= 16 {
+                        _mm256_storeu_ps(p, a[h]);
+                    } else {
+                        _mm256_maskstore_ps(p, masks[h], a[h]);
+                    }
+                }
+            }
+        }
+        s += 16;
+    }
+}
+
+/// `VecOps::dot_t` with 256-bit vectors: the same sums per key, d in order.
+///
+/// # Safety
+/// The CPU must support AVX2; the slices hold what `VecOps::dot_t` asserts.
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx2")]
+pub unsafe fn dot_t_avx2(
+    qs: &[f32],
+    m: usize,
+    hd: usize,
+    kt: &[f32],
+    stride: usize,
+    n: usize,
+    out: &mut [f32],
+    out_stride: usize,
+) {
+    // 4 queries × 2 halves of 8 accumulators, plus the two key vectors.
+    const Q: usize = 4;
+    let mut i0 = 0;
+    while i0 < m {
+        let g = (m - i0).min(Q);
+        // SAFETY: forwarded; i0 + g <= m.
+        unsafe {
+            match g {
+                4 => dot_t_rows_avx2::<4>(qs, i0, hd, kt, stride, n, out, out_stride),
+                3 => dot_t_rows_avx2::<3>(qs, i0, hd, kt, stride, n, out, out_stride),
+                2 => dot_t_rows_avx2::<2>(qs, i0, hd, kt, stride, n, out, out_stride),
+                _ => dot_t_rows_avx2::<1>(qs, i0, hd, kt, stride, n, out, out_stride),
+            }
+        }
+        i0 += g;
+    }
+}
