@@ -325,3 +325,28 @@ fn a_prefix_copy_continues_exactly_like_the_original_on(m: &Model) {
     assert_eq!(a, b);
     assert_eq!(a[17..], sequential(m, &mut original, &rest)[..]);
 }
+
+/// The Qwen2.5-Coder pair (when cached; CI fetches them): Q4_K, Q6_K, Q5_0 and Q8_0
+/// matrices in their own formats, and q/k/v stacked from Q4_K and Q6_K parts. Every node of
+/// a tree has the logits of decoding its branch one token at a time.
+#[test]
+fn qwen_tree_nodes_match_decoding_their_branch_one_token_at_a_time() {
+    for m in [common::qwen_0_5b(), common::qwen_1_5b()]
+        .into_iter()
+        .flatten()
+    {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(2);
+        let base = prefill(m, &prompt(&mut rng, 20));
+        let tree = random_tree(&mut rng, 24);
+        tree_matches_its_branches(m, &base, &tree);
+    }
+}
+
+/// Every instruction set and thread count give the 0.5B's logits (the portable path is
+/// too slow for the 1.5B in every run; the kernels' suites cover its formats on every ISA).
+#[test]
+fn qwen_every_isa_and_thread_count_give_the_same_logits() {
+    if let Some(path) = specdec_model_store::cached(&specdec_model_store::QWEN25_CODER_05B) {
+        one_and_two_threads_and_every_isa_give_the_same_logits_on(&path);
+    }
+}

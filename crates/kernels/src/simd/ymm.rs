@@ -72,7 +72,6 @@ impl<D: Dot256, const MIN: bool> TileKernel for Q4<D, MIN> {
     unsafe fn tile<const R: usize>(job: &Job, t: &Tile<R>) {
         // SAFETY: as for Q8.
         unsafe {
-            let nib = _mm256_set1_epi8(0x0f);
             let qoff = job.format.quant_offset();
             groups::<R, 1>(
                 job,
@@ -83,20 +82,39 @@ impl<D: Dot256, const MIN: bool> TileKernel for Q4<D, MIN> {
                             isum[0][r] = _mm256_set1_epi32((*t.m[r].add(b)).c8);
                         }
                     }
-                    let q = rec.add(qoff + voff);
-                    for p in 0..4 {
-                        let v = _mm256_load_si256(q.add(p * 128).cast());
-                        let lo = _mm256_and_si256(v, nib);
-                        let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(v), nib);
-                        for r in 0..R {
-                            let xa = _mm256_set1_epi32(quad(t.x[r].add(b * 32 + 4 * p)));
-                            let xb = _mm256_set1_epi32(quad(t.x[r].add(b * 32 + 16 + 4 * p)));
-                            isum[0][r] = D::dot_nib2(isum[0][r], lo, xa, hi, xb);
-                        }
-                    }
+                    nibble_sums::<D, R>(rec.add(qoff + voff), t, b, &mut isum[0]);
                 },
                 |rec, g, col, m, isum, acc| epilogue::<R, MIN>(rec, g, col, m, isum, acc),
             )
+        }
+    }
+}
+
+/// Adds block b's dot products of 4 nibble vectors at `q` (`p·128` apart: low nibbles
+/// k = 4p.., high ones k = 16 + 4p..) to each row's sums: Q4_0, Q4_1 and Q4_K.
+///
+/// # Safety
+/// `q` a sub-group's first nibble vector of block b's record; `t` from `drive`; AVX2
+/// enabled in the caller.
+#[inline(always)]
+pub(super) unsafe fn nibble_sums<D: Dot256, const R: usize>(
+    q: *const u8,
+    t: &Tile<R>,
+    b: usize,
+    isum: &mut [__m256i; R],
+) {
+    // SAFETY: the vectors and the rows' activation quads of block b are in bounds.
+    unsafe {
+        let nib = _mm256_set1_epi8(0x0f);
+        for p in 0..4 {
+            let v = _mm256_load_si256(q.add(p * 128).cast());
+            let lo = _mm256_and_si256(v, nib);
+            let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(v), nib);
+            for r in 0..R {
+                let xa = _mm256_set1_epi32(quad(t.x[r].add(b * 32 + 4 * p)));
+                let xb = _mm256_set1_epi32(quad(t.x[r].add(b * 32 + 16 + 4 * p)));
+                isum[r] = D::dot_nib2(isum[r], lo, xa, hi, xb);
+            }
         }
     }
 }

@@ -9,7 +9,7 @@
 //! `d · sc` and `dmin · m` are exact in f32 (an 11-bit mantissa times an 8-bit integer),
 //! so the file's weights are used exactly.
 
-use super::ymm::{groups, Dot256};
+use super::ymm::{groups, nibble_sums, Dot256};
 use super::{quad, Job, Tile, TileKernel};
 use crate::format::{SCALES, TILE};
 use std::arch::x86_64::*;
@@ -107,22 +107,11 @@ impl<D: Dot256> TileKernel for Q4K<D> {
     unsafe fn tile<const R: usize>(job: &Job, t: &Tile<R>) {
         // SAFETY: as for Q5.
         unsafe {
-            let nib = _mm256_set1_epi8(0x0f);
             groups::<R, 1>(
                 job,
                 t,
                 |rec, voff, b, isum| {
-                    let q = rec.add(SCALES + voff);
-                    for p in 0..4 {
-                        let v = _mm256_load_si256(q.add(p * 128).cast());
-                        let lo = _mm256_and_si256(v, nib);
-                        let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(v), nib);
-                        for r in 0..R {
-                            let xa = _mm256_set1_epi32(quad(t.x[r].add(b * 32 + 4 * p)));
-                            let xb = _mm256_set1_epi32(quad(t.x[r].add(b * 32 + 16 + 4 * p)));
-                            isum[0][r] = D::dot_nib2(isum[0][r], lo, xa, hi, xb);
-                        }
-                    }
+                    nibble_sums::<D, R>(rec.add(SCALES + voff), t, b, &mut isum[0]);
                 },
                 |rec, group, col, m, isum, acc| {
                     let dw = _mm256_mul_ps(halfs(group.add(col * 2)), bytes_u8(rec.add(col)));
