@@ -338,11 +338,10 @@ mod tests {
             let mut bytes: Vec<u8> = (0..n * k / 32 * format.block_bytes())
                 .map(|_| next() as u8)
                 .collect();
-            // Finite, modest f16 scales (and mins).
+            // Finite, modest f16 scales (and mins), wherever the format keeps them.
             for blk in bytes.chunks_exact_mut(format.block_bytes()) {
-                blk[1] = 0x2c | (blk[1] & 0x83);
-                if format == WeightFormat::Q4_1 {
-                    blk[3] = 0x2c | (blk[3] & 0x83);
+                for &at in format.f16_offsets() {
+                    blk[at + 1] = 0x2c | (blk[at + 1] & 0x83);
                 }
             }
             let w = PackedMatrix::from_ggml(format, &bytes, n, k).unwrap();
