@@ -186,29 +186,52 @@ impl WeightFormat {
     }
 }
 
-/// The unsigned quant (Q8_0: q + 128) of column `j` (0..32), value `kk` (0..32) of a
-/// block record: the layout above, read plainly. The portable kernel and the packing
-/// tests read through it.
+/// Where a quant's bits sit in a block record: `(byte, shift, mask)` of its low bits (all
+/// 8 for Q8_0, the nibble otherwise) and, for Q5_0 and Q6_K, of its high bits. The one
+/// statement of the layout above that packing writes through and the portable kernel and
+/// the tests read through.
+#[derive(Clone, Copy)]
+pub(crate) struct QuantPlace {
+    pub low: (usize, u32, u8),
+    pub high: Option<(usize, u32, u8)>,
+}
+
+/// The place of column `j` (0..32), value `kk` (0..32) of a block record.
 #[inline(always)]
-pub(crate) fn quant_at(format: WeightFormat, rec: &[u8], j: usize, kk: usize) -> u8 {
+pub(crate) fn quant_place(format: WeightFormat, j: usize, kk: usize) -> QuantPlace {
     let (g, c) = (j / 16, j % 16);
     let qo = format.quant_offset();
     if format == WeightFormat::Q8_0 {
-        return rec[qo + (2 * (kk / 4) + g) * 64 + 4 * c + kk % 4];
+        let byte = qo + (2 * (kk / 4) + g) * 64 + 4 * c + kk % 4;
+        return QuantPlace {
+            low: (byte, 0, 0xff),
+            high: None,
+        };
     }
     let (upper, p, i) = (kk / 16, (kk % 16) / 4, kk % 4);
     let byte = 4 * c + i;
-    let low = (rec[qo + (2 * p + g) * 64 + byte] >> (4 * upper)) & 15;
     let nibbles = TILE * QK / 2;
     let high = match format {
-        WeightFormat::Q5_0 => (rec[qo + nibbles + g * 64 + byte] >> (4 * upper + p)) & 1,
+        WeightFormat::Q5_0 => Some((qo + nibbles + g * 64 + byte, (4 * upper + p) as u32, 1)),
         WeightFormat::Q6_K => {
             let (h, e) = (p / 2, p % 2);
-            (rec[qo + nibbles + (2 * h + g) * 64 + byte] >> (4 * e + 2 * upper)) & 3
+            let at = qo + nibbles + (2 * h + g) * 64 + byte;
+            Some((at, (4 * e + 2 * upper) as u32, 3))
         }
-        _ => 0,
+        _ => None,
     };
-    low | (high << 4)
+    QuantPlace {
+        low: (qo + (2 * p + g) * 64 + byte, 4 * upper as u32, 15),
+        high,
+    }
+}
+
+/// The unsigned quant (Q8_0: q + 128) of column `j`, value `kk` of a block record.
+#[inline(always)]
+pub(crate) fn quant_at(format: WeightFormat, rec: &[u8], j: usize, kk: usize) -> u8 {
+    let read = |(at, shift, mask): (usize, u32, u8)| (rec[at] >> shift) & mask;
+    let place = quant_place(format, j, kk);
+    read(place.low) | place.high.map_or(0, |h| read(h) << 4)
 }
 
 /// A run of whole tiles of one format inside a packed matrix (the last may be ragged).

@@ -9,7 +9,7 @@
 use crate::align::AlignedBuf;
 use crate::block_quant::quantize_row_q8_0_ggml;
 use crate::error::KernelError;
-use crate::format::{Segment, WeightFormat, QK, SCALES, TILE};
+use crate::format::{quant_place, Segment, WeightFormat, QK, SCALES, TILE};
 use crate::simd::Weights;
 use half::f16;
 
@@ -228,16 +228,11 @@ fn pack_row(format: WeightFormat, row: &[u8], j: usize, tile: &mut [u8]) {
     let (bs, gb) = (format.block_bytes(), format.group_bytes());
     for (gi, block) in row.chunks_exact(bs).enumerate() {
         let group = &mut tile[gi * gb..(gi + 1) * gb];
-        match format {
-            WeightFormat::Q4_K => {
-                group[2 * j..2 * j + 2].copy_from_slice(&f16_bits(block, 0));
-                group[SCALES + 2 * j..SCALES + 2 * j + 2].copy_from_slice(&f16_bits(block, 2));
-            }
-            WeightFormat::Q6_K => group[2 * j..2 * j + 2].copy_from_slice(&f16_bits(block, 208)),
-            _ => group[2 * j..2 * j + 2].copy_from_slice(&f16_bits(block, 0)),
-        }
-        if format == WeightFormat::Q4_1 {
-            group[SCALES + 2 * j..SCALES + 2 * j + 2].copy_from_slice(&f16_bits(block, 2));
+        // The block's f16 fields (d, then Q4_1's m or Q4_K's dmin) as the group's first
+        // arrays of 32: the K formats' header, the block formats' record.
+        for (i, &at) in format.f16_offsets().iter().enumerate() {
+            let to = i * SCALES + 2 * j;
+            group[to..to + 2].copy_from_slice(&f16_bits(block, at));
         }
         let (hdr, rb) = (format.header_bytes(), format.block_record_bytes());
         for b in 0..format.blocks_per_group() {
@@ -311,33 +306,19 @@ fn scale_min_k4(j: usize, q: &[u8; 12]) -> [u8; 2] {
     }
 }
 
-/// Writes column `j` of one block record.
+/// Writes column `j` of one block record (its bytes arrive zeroed).
 fn write_block(format: WeightFormat, block: &Block, j: usize, rec: &mut [u8]) {
-    let (g, c) = (j / 16, j % 16);
     if format.is_k() {
         rec[j] = block.scales[0];
         rec[TILE + j] = block.scales[1];
     }
-    let qo = format.quant_offset();
-    if format == WeightFormat::Q8_0 {
-        for (kk, &v) in block.q.iter().enumerate() {
-            rec[qo + (2 * (kk / 4) + g) * 64 + 4 * c + kk % 4] = v;
-        }
-        return;
-    }
-    let nibbles = TILE * QK / 2;
     for (kk, &v) in block.q.iter().enumerate() {
-        let (upper, p, i) = (kk / 16, (kk % 16) / 4, kk % 4);
-        let byte = 4 * c + i;
-        rec[qo + (2 * p + g) * 64 + byte] |= (v & 15) << (4 * upper);
-        let high = v >> 4;
-        match format {
-            WeightFormat::Q5_0 => rec[qo + nibbles + g * 64 + byte] |= high << (4 * upper + p),
-            WeightFormat::Q6_K => {
-                let (h, e) = (p / 2, p % 2);
-                rec[qo + nibbles + (2 * h + g) * 64 + byte] |= high << (4 * e + 2 * upper);
-            }
-            _ => debug_assert_eq!(high, 0),
+        let place = quant_place(format, j, kk);
+        let (at, shift, mask) = place.low;
+        rec[at] |= (v & mask) << shift;
+        match place.high {
+            Some((at, shift, mask)) => rec[at] |= ((v >> 4) & mask) << shift,
+            None => debug_assert!(v <= mask),
         }
     }
 }

@@ -40,7 +40,7 @@ pub(super) struct Q4<D, const MIN: bool>(PhantomData<D>);
 impl<D: Dot256> TileKernel for Q8<D> {
     #[inline(always)]
     unsafe fn tile<const R: usize>(job: &Job, t: &Tile<R>) {
-        // SAFETY: `sub_tiles` only hands out in-bounds, 32-aligned weight vectors and
+        // SAFETY: `groups` only hands out in-bounds, 32-aligned weight vectors and
         // activation quads of block b.
         unsafe {
             groups::<R, 1>(
@@ -176,13 +176,13 @@ pub(super) unsafe fn groups<const R: usize, const H: usize>(
     }
 }
 
-/// The block formats' float epilogue: `acc = fma(isum, dw · dx, acc)`, then for Q4_1
-/// `acc = fma(mw, sx, acc)`, with the record's f16 scales (and mins) widened exactly.
+/// The block formats' float epilogue, with the record's f16 scales (and Q4_1's mins)
+/// widened exactly: [`fold_rows`].
 ///
 /// # Safety
 /// `rec` a block record, `col` a sub-group's first column; AVX2, FMA, F16C enabled.
 #[inline(always)]
-unsafe fn epilogue<const R: usize, const MIN: bool>(
+pub(super) unsafe fn epilogue<const R: usize, const MIN: bool>(
     rec: *const u8,
     _group: *const u8,
     col: usize,
@@ -193,14 +193,30 @@ unsafe fn epilogue<const R: usize, const MIN: bool>(
     // SAFETY: f16 scales at col·2 and mins at 64 + col·2 lie in the record, 16-aligned.
     unsafe {
         let wide = |o: usize| _mm256_cvtph_ps(_mm_load_si128(rec.add(o).cast()));
-        let dw = wide(col * 2);
-        let mw = if MIN { wide(SCALES + col * 2) } else { dw };
-        for r in 0..R {
-            let scale = _mm256_mul_ps(dw, _mm256_set1_ps(m[r].d));
-            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[0][r]), scale, acc[r]);
-            if MIN {
-                acc[r] = _mm256_fmadd_ps(mw, _mm256_set1_ps(m[r].sx), acc[r]);
-            }
+        let mw = MIN.then(|| wide(SCALES + col * 2));
+        fold_rows(wide(col * 2), mw, m, &isum[0], acc);
+    }
+}
+
+/// Folds one block's integer sums into the rows' accumulators, the one float sequence of
+/// every format but Q6_K: `acc = fma(isum, dw · dx, acc)`, then, with a min term,
+/// `acc = fma(mw, sx, acc)`.
+///
+/// # Safety
+/// AVX2 and FMA enabled in the caller.
+#[inline(always)]
+pub(super) unsafe fn fold_rows<const R: usize>(
+    dw: __m256,
+    mw: Option<__m256>,
+    m: [&BlockMeta; R],
+    isum: &[__m256i; R],
+    acc: &mut [__m256; R],
+) {
+    for r in 0..R {
+        let scale = _mm256_mul_ps(dw, _mm256_set1_ps(m[r].d));
+        acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), scale, acc[r]);
+        if let Some(mw) = mw {
+            acc[r] = _mm256_fmadd_ps(mw, _mm256_set1_ps(m[r].sx), acc[r]);
         }
     }
 }

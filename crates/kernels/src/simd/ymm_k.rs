@@ -9,7 +9,7 @@
 //! `d · sc` and `dmin · m` are exact in f32 (an 11-bit mantissa times an 8-bit integer),
 //! so the file's weights are used exactly.
 
-use super::ymm::{groups, nibble_sums, Dot256};
+use super::ymm::{epilogue, fold_rows, groups, nibble_sums, Dot256};
 use super::{quad, Job, Tile, TileKernel};
 use crate::format::{SCALES, TILE};
 use std::arch::x86_64::*;
@@ -90,13 +90,7 @@ impl<D: Dot256> TileKernel for Q5<D> {
                         }
                     }
                 },
-                |rec, _group, col, m, isum, acc| {
-                    let dw = halfs(rec.add(col * 2));
-                    for r in 0..R {
-                        let scale = _mm256_mul_ps(dw, _mm256_set1_ps(m[r].d));
-                        acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[0][r]), scale, acc[r]);
-                    }
-                },
+                |rec, g, col, m, isum, acc| epilogue::<R, false>(rec, g, col, m, isum, acc),
             )
         }
     }
@@ -119,12 +113,9 @@ impl<D: Dot256> TileKernel for Q4K<D> {
                         halfs(group.add(SCALES + col * 2)),
                         bytes_u8(rec.add(TILE + col)),
                     );
-                    for r in 0..R {
-                        let scale = _mm256_mul_ps(dw, _mm256_set1_ps(m[r].d));
-                        acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[0][r]), scale, acc[r]);
-                        // −(mw · sx) + acc, fused: fma(−mw, sx, acc) exactly.
-                        acc[r] = _mm256_fnmadd_ps(mw, _mm256_set1_ps(m[r].sx), acc[r]);
-                    }
+                    // The min term is −dmin · m: negating the exact product is exact.
+                    let neg = _mm256_xor_ps(mw, _mm256_set1_ps(-0.0));
+                    fold_rows(dw, Some(neg), m, &isum[0], acc);
                 },
             )
         }
