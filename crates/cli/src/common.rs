@@ -74,3 +74,34 @@ impl Loaded {
             .encode_chat(&self.template, &messages, true)?)
     }
 }
+
+/// An error unless a prompt of `prompt` tokens and `max_tokens` more fit a context of
+/// `context` tokens. The sum is checked: a `--max-tokens` near 2^64 wrapped `prompt +
+/// max_tokens` to a small number that passed the engine's context check.
+pub fn check_context(prompt: usize, max_tokens: usize, context: usize) -> anyhow::Result<()> {
+    match prompt.checked_add(max_tokens) {
+        Some(needed) if needed <= context => Ok(()),
+        _ => anyhow::bail!(
+            "the prompt has {prompt} tokens and --max-tokens is {max_tokens}: together they \
+             exceed the model's context of {context} tokens; shorten the prompt or lower \
+             --max-tokens"
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn max_tokens_near_2_to_the_64_is_refused_not_wrapped() {
+        assert!(check_context(10, 100, 110).is_ok());
+        assert!(check_context(10, 101, 110).is_err());
+        // 5 + (2^64 - 4) wraps to 1, which "fits" any context.
+        for max_tokens in [usize::MAX, usize::MAX - 4, usize::MAX - 9] {
+            let e = check_context(5, max_tokens, 8192).unwrap_err().to_string();
+            assert!(e.contains("context of 8192"), "{e}");
+            assert!(e.contains(&max_tokens.to_string()), "{e}");
+        }
+    }
+}

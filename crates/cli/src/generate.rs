@@ -120,6 +120,11 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
     let verify = acceptance.name();
     let loaded = common::load(&args.model)?;
     let tokens = loaded.prompt_tokens(&prompt, args.chat, args.system.as_deref())?;
+    common::check_context(
+        tokens.len(),
+        args.max_tokens,
+        loaded.model.config().context_length,
+    )?;
     let req = GenerateRequest {
         sampling,
         stop: args.stop.clone(),

@@ -4,9 +4,9 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use specdec_engine::DraftMethod;
+use specdec_engine::{DraftMethod, PoolLimits, PoolName};
 use specdec_rec::recommend::CatalogueSource;
-use specdec_server::{Server, ServerConfig};
+use specdec_server::{ConnectionLimits, RecommendLimits, Server, ServerConfig, SERVER_POOL_LIMITS};
 
 use crate::common::{model_path, ModelArgs};
 
@@ -70,6 +70,33 @@ pub struct ServeArgs {
     /// `/v1/recommend` (needs --catalogue).
     #[arg(long)]
     pub draft_model: Option<std::path::PathBuf>,
+    /// A named pool every tenant reads and feeds (repeat for more). Other pools, and the
+    /// default one, are each tenant's own: what one client's requests teach a pool,
+    /// another's drafts could show.
+    #[arg(long = "shared-pool", value_name = "NAME", value_parser = parse_pool_name)]
+    pub shared_pools: Vec<PoolName>,
+    /// Drafting pools held in memory besides the global one (the least recently used
+    /// idle one is saved and unloaded to make room).
+    #[arg(long, default_value_t = SERVER_POOL_LIMITS.max_loaded)]
+    pub max_loaded_pools: usize,
+    /// Named pools one tenant (or, without tenants, the server) may create.
+    #[arg(long, default_value_t = SERVER_POOL_LIMITS.max_named)]
+    pub max_pools_per_tenant: usize,
+    /// Most connections one client (peer IP) may hold open; more get 429 and are closed.
+    /// Raise it when clients reach the server through one proxy.
+    #[arg(long, default_value_t = ConnectionLimits::default().max_connections_per_client)]
+    pub max_connections_per_client: usize,
+    /// Most items one `/v1/recommend` may ask for.
+    #[arg(long, default_value_t = RecommendLimits::default().max_k)]
+    pub recommend_max_k: usize,
+    /// Most work one recommendation's search may take (k x item tokens x (history tokens
+    /// + 1024)); larger requests are refused before they start.
+    #[arg(long, default_value_t = RecommendLimits::default().max_work)]
+    pub recommend_max_work: usize,
+}
+
+fn parse_pool_name(s: &str) -> Result<PoolName, String> {
+    PoolName::parse(s).map_err(|e| e.to_string())
 }
 
 /// The first SIGTERM or SIGINT resolves the returned future; a second one exits at once.
@@ -126,7 +153,19 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         prefix_cache_bytes: args.prefix_cache_mib.saturating_mul(1 << 20),
         catalogue: args.catalogue.as_deref().map(CatalogueSource::parse),
         draft_model: args.draft_model,
+        recommend: RecommendLimits {
+            max_k: args.recommend_max_k,
+            max_work: args.recommend_max_work,
+            ..RecommendLimits::default()
+        },
+        pool_limits: PoolLimits {
+            max_loaded: args.max_loaded_pools.max(1),
+            max_named: args.max_pools_per_tenant,
+            ..SERVER_POOL_LIMITS
+        },
+        shared_pools: args.shared_pools,
     };
+    let per_client = args.max_connections_per_client.max(1);
     tracing::info!(
         "starting: model {}, {} threads, {} concurrent requests, queue {}, timeout {}s, \
          api key {}, trie {}, pools {}, draft {} (budget {}), prefix cache {} MiB, \
@@ -180,7 +219,11 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         // Scripts and tests read this line to find the port.
         println!("specdec serving {model_id} on http://{addr}/v1");
         tracing::info!("serving {model_id} on http://{addr}/v1");
-        specdec_server::serve(listener, server, shutdown, grace).await?;
+        let limits = ConnectionLimits {
+            max_connections_per_client: per_client,
+            ..ConnectionLimits::default()
+        };
+        specdec_server::serve_with(listener, server, shutdown, grace, limits).await?;
         Ok(())
     })
 }

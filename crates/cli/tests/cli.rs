@@ -177,6 +177,22 @@ fn bad_prompts_are_clear_errors() {
     assert_clean_error(&o, "context");
 }
 
+/// `prompt + max_tokens` wrapped for a `--max-tokens` near 2^64, passed the context check
+/// and generated on.
+#[test]
+fn max_tokens_near_2_to_the_64_is_a_context_error_not_a_wrap() {
+    for max_tokens in [u64::MAX, u64::MAX - 1] {
+        let o = specdec(&[
+            "generate",
+            "--prompt",
+            "Hi",
+            "--max-tokens",
+            &max_tokens.to_string(),
+        ]);
+        assert_clean_error(&o, "context");
+    }
+}
+
 #[test]
 fn bench_verify_cost_prints_the_curve_as_json() {
     let v = specdec_json(&["bench", "verify-cost", "--json", "--repeats", "1"]);

@@ -1,7 +1,7 @@
 //! `specdec rec knowledge` end to end on the real model: a job killed with SIGKILL and
 //! resumed writes every record exactly once, with the texts of an uninterrupted run; Ctrl-C
-//! finishes what is in flight, saves the pools and exits 0; a malformed line is reported
-//! with its number while the other records are written.
+//! finishes what is in flight, saves the pools and exits 130 while records are left; a
+//! malformed line is reported with its number while the other records are written.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -177,8 +177,9 @@ fn a_job_killed_and_resumed_writes_every_record_once_with_the_uninterrupted_text
     std::fs::remove_dir_all(dir).unwrap();
 }
 
+/// Ctrl-C exited 0 with records left unstarted, so a script took the shard for done.
 #[test]
-fn ctrl_c_finishes_the_records_in_flight_saves_the_pools_and_exits_zero() {
+fn ctrl_c_with_records_left_finishes_those_in_flight_saves_the_pools_and_exits_130() {
     let dir = temp_dir("sigint");
     let input = write_records(&dir, &[]);
     let out = dir.join("out.jsonl");
@@ -194,7 +195,7 @@ fn ctrl_c_finishes_the_records_in_flight_saves_the_pools_and_exits_zero() {
     // SAFETY: kill(2) on our own child, which has not been waited for yet.
     assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
     let o = child.wait_with_output().unwrap();
-    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
     assert!(stderr(&o).contains("not started"), "{}", stderr(&o));
     let got = lines(&out);
     assert!(!got.is_empty() && got.len() < RECORDS.len(), "{got:?}");
@@ -266,5 +267,41 @@ fn malformed_lines_and_refused_records_are_reported_and_the_others_are_written()
     let got = lines(&out);
     let targets = RECORDS.iter().filter(|r| r.3 == "target").count();
     assert_eq!(got.len(), targets, "{got:?}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// A `--max-tokens` near 2^64 wrapped `prompt + max_tokens` past the engine's context
+/// check, and the records ran on (until the end of the context) instead of being refused.
+#[test]
+fn max_tokens_near_2_to_the_64_is_refused_before_any_record_runs() {
+    let dir = temp_dir("max-tokens");
+    let line = |id: &str| {
+        serde_json::json!({"id": id, "kind": "user", "group": "g-a", "role": "target",
+            "prompt": "Describe a viewer who loves comedies."})
+        .to_string()
+    };
+    let input = dir.join("records.jsonl");
+    std::fs::write(&input, format!("{}\n{}\n", line("user-1"), line("user-2"))).unwrap();
+    let out = dir.join("out.jsonl");
+    for max_tokens in [u64::MAX, u64::MAX - 40] {
+        let mut child = spawn(knowledge(
+            &input,
+            &out,
+            &["--max-tokens", &max_tokens.to_string()],
+        ));
+        // Before the fix the records ran to the end of the context: fail, don't wait.
+        let t0 = Instant::now();
+        while child.try_wait().unwrap().is_none() {
+            if t0.elapsed() > Duration::from_secs(120) {
+                child.kill().unwrap();
+                panic!("still running: --max-tokens {max_tokens} was not refused");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let o = child.wait_with_output().unwrap();
+        assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+        assert!(stderr(&o).contains("context"), "{}", stderr(&o));
+        assert!(lines(&out).is_empty(), "no record ran");
+    }
     std::fs::remove_dir_all(dir).unwrap();
 }

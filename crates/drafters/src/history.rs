@@ -27,6 +27,7 @@
 //! checksum u64      FNV-1a of every byte before it
 //! ```
 
+use std::collections::HashSet;
 use std::path::Path;
 
 use crate::error::DraftError;
@@ -65,17 +66,25 @@ impl Default for HistoryConfig {
 #[derive(Clone, Debug)]
 struct Generation {
     sam: SuffixAutomaton,
-    /// The hash of every document, oldest first (to skip exact duplicates; the documents
-    /// themselves are the automaton's).
-    hashes: Vec<u64>,
+    /// The hash of every document (to skip exact duplicates; the documents themselves are
+    /// the automaton's). A set, not a list: a lookup per insert must not scan every held
+    /// document, or filling a pool (or loading it) takes time quadratic in its documents.
+    /// It lives and dies with its generation, so eviction keeps it in step for free.
+    hashes: HashSet<u64>,
 }
 
 impl Generation {
     fn new() -> Self {
         Generation {
             sam: SuffixAutomaton::counting(),
-            hashes: Vec::new(),
+            hashes: HashSet::new(),
         }
+    }
+
+    /// Bytes of the hash set: a slot (hash and control byte) per bucket of its capacity;
+    /// a hash table's empty slots are spread through it, so they count.
+    fn hash_bytes(&self) -> usize {
+        self.hashes.capacity() * (std::mem::size_of::<u64>() + 1)
     }
 }
 
@@ -165,7 +174,7 @@ impl HistoryIndex {
     pub fn memory_bytes(&self) -> usize {
         self.gens
             .iter()
-            .map(|g| g.sam.memory_bytes() + g.hashes.len() * std::mem::size_of::<u64>())
+            .map(|g| g.sam.memory_bytes() + g.hash_bytes())
             .sum()
     }
 
@@ -203,7 +212,7 @@ impl HistoryIndex {
         for &t in doc {
             g.sam.push(t);
         }
-        g.hashes.push(hash);
+        g.hashes.insert(hash);
         self.epoch += 1;
         true
     }

@@ -10,6 +10,8 @@
 //! for states further up a longer chain (only near-periodic text such as a run of one
 //! token builds such chains). Each user pays only for what it reads.
 
+use crate::hash::FastMap;
+
 /// A state of the automaton; 0 is the root (the empty string).
 pub type StateId = u32;
 
@@ -26,7 +28,7 @@ struct State {
     recent_end: u32,
     /// End positions counted (occurrences of the state's strings).
     count: u32,
-    /// Transitions sorted by token (the root has one per distinct token: binary search).
+    /// Transitions (the root has one per distinct token).
     next: Edges,
 }
 
@@ -37,25 +39,68 @@ enum Edges {
     #[default]
     None,
     One([(u32, u32); 1]),
+    /// Sorted by token (binary search), at most [`LARGE_EDGES`] of them.
     Many(Vec<(u32, u32)>),
+    /// More than [`LARGE_EDGES`]: kept in the order they were added, with an index.
+    Large(Box<LargeEdges>),
+}
+
+/// Out-degree past which a state's transitions stop being one sorted list: an insert into
+/// a sorted list moves every later transition, so filling a state of out-degree `k` took
+/// time quadratic in `k`, and the root's out-degree is the vocabulary (a 1M-token history
+/// of a 151k-token vocabulary took seconds to build). Below this, a sorted list is smaller
+/// and as fast.
+const LARGE_EDGES: usize = 64;
+
+/// The transitions of a state of large out-degree: appended in O(1), looked up by hash.
+#[derive(Clone, Debug, Default)]
+struct LargeEdges {
+    edges: Vec<(u32, u32)>,
+    /// Token to its index in `edges`.
+    at: FastMap<u32, u32>,
 }
 
 impl Edges {
+    /// The transitions, sorted by token while they are few, in the order they were added
+    /// once many.
     fn as_slice(&self) -> &[(u32, u32)] {
         match self {
             Edges::None => &[],
             Edges::One(e) => e,
             Edges::Many(v) => v,
+            Edges::Large(l) => &l.edges,
         }
     }
 
-    /// Points `token` at `to`, adding the transition if it is new (kept sorted).
+    fn get(&self, token: u32) -> Option<u32> {
+        match self {
+            Edges::Large(l) => l.at.get(&token).map(|&i| l.edges[i as usize].1),
+            _ => {
+                let e = self.as_slice();
+                e.binary_search_by_key(&token, |&(t, _)| t)
+                    .ok()
+                    .map(|i| e[i].1)
+            }
+        }
+    }
+
+    /// Points `token` at `to`, adding the transition if it is new.
     fn set(&mut self, token: u32, to: u32) {
+        if let Edges::Large(l) = self {
+            match l.at.get(&token) {
+                Some(&i) => l.edges[i as usize].1 = to,
+                None => {
+                    l.at.insert(token, l.edges.len() as u32);
+                    l.edges.push((token, to));
+                }
+            }
+            return;
+        }
         match self.as_slice().binary_search_by_key(&token, |&(t, _)| t) {
             Ok(i) => match self {
                 Edges::One(e) => e[i].1 = to,
                 Edges::Many(v) => v[i].1 = to,
-                Edges::None => unreachable!("found in an empty list"),
+                Edges::None | Edges::Large(_) => unreachable!("found in an empty list"),
             },
             Err(i) => match self {
                 Edges::None => *self = Edges::One([(token, to)]),
@@ -64,7 +109,18 @@ impl Edges {
                     v.insert(i, (token, to));
                     *self = Edges::Many(v);
                 }
-                Edges::Many(v) => v.insert(i, (token, to)),
+                Edges::Many(v) if v.len() < LARGE_EDGES => v.insert(i, (token, to)),
+                Edges::Many(v) => {
+                    let mut edges = std::mem::take(v);
+                    edges.push((token, to));
+                    let at = edges
+                        .iter()
+                        .enumerate()
+                        .map(|(i, &(t, _))| (t, i as u32))
+                        .collect();
+                    *self = Edges::Large(Box::new(LargeEdges { edges, at }));
+                }
+                Edges::Large(_) => unreachable!("handled above"),
             },
         }
     }
@@ -72,6 +128,12 @@ impl Edges {
     fn heap_bytes(&self) -> usize {
         match self {
             Edges::Many(v) => v.capacity() * std::mem::size_of::<(u32, u32)>(),
+            Edges::Large(l) => {
+                std::mem::size_of::<LargeEdges>()
+                    + l.edges.capacity() * std::mem::size_of::<(u32, u32)>()
+                    // A slot per bucket (key, value and a control byte).
+                    + l.at.capacity() * (2 * std::mem::size_of::<u32>() + 1)
+            }
             _ => 0,
         }
     }
@@ -198,7 +260,8 @@ impl SuffixAutomaton {
         self.states[s as usize].count
     }
 
-    /// The transitions of `s`: (token, state), sorted by token.
+    /// The transitions of `s`: (token, state), sorted by token for a state with at most 64
+    /// of them, in no particular order for one with more (the root, mostly).
     pub fn transitions(&self, s: StateId) -> &[(u32, StateId)] {
         self.states[s as usize].next.as_slice()
     }
@@ -214,10 +277,7 @@ impl SuffixAutomaton {
     }
 
     pub fn next(&self, s: StateId, token: u32) -> Option<StateId> {
-        let next = self.states[s as usize].next.as_slice();
-        next.binary_search_by_key(&token, |&(t, _)| t)
-            .ok()
-            .map(|i| next[i].1)
+        self.states[s as usize].next.get(token)
     }
 
     fn set_next(&mut self, s: u32, token: u32, to: u32) {

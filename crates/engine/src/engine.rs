@@ -2,6 +2,7 @@
 //! of one. It owns what outlives a request: the measured verify cost, the acceptance each
 //! drafter earned, the prefix cache and the drafting pools.
 
+use std::collections::HashMap;
 use std::time::Instant;
 
 use specdec_drafters::Drafter;
@@ -9,11 +10,11 @@ use specdec_runtime::{SeqInput, Target, Want};
 use specdec_tokenizer::Tokenizer;
 use specdec_verify::Acceptance;
 
-use crate::budget::{AcceptanceMemories, BatchLoad, CostModel};
+use crate::budget::{AcceptanceMemories, BatchLoad, BudgetPolicy, CostModel};
 use crate::generation::{Generation, Sink, StepInput};
 use crate::pools::{Pools, SaveResult};
 use crate::prefix_cache::PrefixCache;
-use crate::request::{GenerateOutput, GenerateRequest, Speculation};
+use crate::request::{CacheScope, GenerateOutput, GenerateRequest, Tenant};
 use crate::EngineError;
 
 /// Runs requests on one target model.
@@ -22,9 +23,17 @@ pub struct Engine<'m> {
     tokenizer: &'m Tokenizer,
     cost: CostModel,
     prefix_cache: Option<PrefixCache>,
+    /// What requests of the shared scope learned of acceptance by depth.
     acceptance: AcceptanceMemories,
+    /// The same per tenant: draft sizes follow the acceptance that earlier requests saw, so
+    /// sharing it would tell a tenant how predictable another's texts were.
+    tenant_acceptance: HashMap<Tenant, AcceptanceMemories>,
     pools: Pools,
 }
+
+/// Tenants whose acceptance memories are kept; beyond it one is forgotten (it starts
+/// again from the prior, as a new tenant does).
+const MAX_TENANT_MEMORIES: usize = 4096;
 
 impl<'m> Engine<'m> {
     /// An engine with an empty in-memory global trie and no prefix cache.
@@ -37,6 +46,7 @@ impl<'m> Engine<'m> {
             cost: CostModel::default(),
             prefix_cache: None,
             acceptance: AcceptanceMemories::default(),
+            tenant_acceptance: HashMap::new(),
             pools,
         }
     }
@@ -93,6 +103,23 @@ impl<'m> Engine<'m> {
         saved
     }
 
+    /// Whether `req` can start without reading pool files on this thread; if not, they
+    /// are being read in the background (see [`Pools::prepare`]): hold the request back
+    /// and ask again.
+    pub fn prepare(&mut self, req: &GenerateRequest) -> bool {
+        let spec = &req.speculation;
+        if !spec.method.uses_pool() {
+            return true;
+        }
+        self.pools.prepare(&req.cache_scope, spec.pool.as_ref())
+    }
+
+    /// Hands the drafting state that learned since its last save to a background thread
+    /// (which logs each outcome), so the loop never waits for files.
+    pub fn save_drafting_state_in_background(&mut self) {
+        self.pools.save_in_background();
+    }
+
     /// (requests that reused a cached prefix, tokens reused), when the cache is on.
     pub fn prefix_cache_stats(&self) -> Option<(u64, u64)> {
         self.prefix_cache.as_ref().map(PrefixCache::stats)
@@ -104,12 +131,26 @@ impl<'m> Engine<'m> {
         let spec = g.speculation();
         // A drafter of the pool's state feeds it at the end of every request it served.
         if spec.method.uses_pool() {
-            self.pools.mark_dirty(spec.pool.as_ref());
+            self.pools
+                .mark_dirty_in(g.cache_scope(), spec.pool.as_ref());
         }
         let scope = g.cache_scope().clone();
         let (out, seq, learned) = g.into_parts(self.tokenizer);
         if let Some((name, policy)) = learned {
-            self.acceptance.learn(name, &policy);
+            match &scope {
+                CacheScope::Shared => self.acceptance.learn(name, &policy),
+                CacheScope::Tenant(t) => {
+                    if !self.tenant_acceptance.contains_key(t)
+                        && self.tenant_acceptance.len() >= MAX_TENANT_MEMORIES
+                    {
+                        let forgotten = self.tenant_acceptance.keys().next().cloned();
+                        forgotten.map(|f| self.tenant_acceptance.remove(&f));
+                    }
+                    let m = self.tenant_acceptance.entry(t.clone()).or_default();
+                    m.learn(name, &policy);
+                }
+                CacheScope::Private => {}
+            }
         }
         if let Some(c) = &mut self.prefix_cache {
             c.insert(&scope, seq);
@@ -138,8 +179,9 @@ impl<'m> Engine<'m> {
         }
         let limit = self.target.config().context_length;
         // Drafts never push past this: each step caps its tree by the room left.
-        let needed = req.prompt.len() + req.max_tokens;
-        if needed > limit {
+        // Checked: a max_tokens near 2^64 must not wrap to a small sum that passes.
+        let needed = req.prompt.len().checked_add(req.max_tokens);
+        if needed.is_none_or(|n| n > limit) {
             return Err(EngineError::ContextOverflow {
                 prompt: req.prompt.len(),
                 max_tokens: req.max_tokens,
@@ -157,7 +199,7 @@ impl<'m> Engine<'m> {
         sink: Sink<'static>,
     ) -> Result<Generation<'static>, EngineError> {
         self.check(&req)?;
-        let drafter = self.drafter_for(&req.speculation)?;
+        let drafter = self.drafter_for(&req)?;
         Ok(self.open(req, drafter, sink))
     }
 
@@ -187,7 +229,18 @@ impl<'m> Engine<'m> {
             .and_then(|c| c.lookup(&req.cache_scope, head))
             .unwrap_or_else(|| self.target.new_sequence());
         let name = drafter.as_ref().map_or("", |d| d.name());
-        let policy = self.acceptance.policy(name, req.speculation.max_draft);
+        // A relaxed request starts from the prior rather than from what earlier requests
+        // learned: its draft sizes, and so its text, must not depend on what ran before.
+        let memories = match &req.cache_scope {
+            CacheScope::Shared => Some(&self.acceptance),
+            CacheScope::Tenant(t) => self.tenant_acceptance.get(t),
+            CacheScope::Private => None,
+        };
+        let max = req.speculation.max_draft;
+        let policy = match memories {
+            Some(m) if !req.speculation.acceptance.is_relaxed() => m.policy(name, max),
+            _ => BudgetPolicy::new(max),
+        };
         Generation::new(req, seq, drafter, sink, policy)
     }
 
@@ -244,17 +297,25 @@ impl<'m> Engine<'m> {
         sink: &mut dyn FnMut(&str) -> bool,
     ) -> Result<GenerateOutput, EngineError> {
         self.check(req)?;
-        let mut drafter = self.drafter_for(&req.speculation)?;
+        let mut drafter = self.drafter_for(req)?;
         let drafter = drafter
             .as_deref_mut()
             .map(|d| Box::new(d) as Box<dyn Drafter + '_>);
         self.run(req, drafter, sink)
     }
 
-    /// The drafter `spec` names, over its pool's trie (the global one without a pool).
-    fn drafter_for(&mut self, spec: &Speculation) -> Result<Option<Box<dyn Drafter>>, EngineError> {
-        let pool = spec.pool.as_ref().filter(|_| spec.method.uses_pool());
-        let pool = self.pools.pool(pool)?;
+    /// The drafter `req` names, over the pool its scope and pool name give it (see
+    /// [`Pools::pool_in`]).
+    fn drafter_for(
+        &mut self,
+        req: &GenerateRequest,
+    ) -> Result<Option<Box<dyn Drafter>>, EngineError> {
+        let spec = &req.speculation;
+        if !spec.method.uses_pool() {
+            // Its drafter reads no pool: none is loaded for it.
+            return Ok(spec.method.drafter(self.pools.global()));
+        }
+        let pool = self.pools.pool_in(&req.cache_scope, spec.pool.as_ref())?;
         Ok(spec.method.drafter(&pool))
     }
 

@@ -19,6 +19,12 @@ use crate::stats::SpecStats;
 use crate::stop::{StopEvent, StopMatcher};
 use crate::EngineError;
 
+/// The prior cost shape, never learning (what relaxed requests are sized by).
+fn frozen_cost() -> &'static CostModel {
+    static FROZEN: std::sync::OnceLock<CostModel> = std::sync::OnceLock::new();
+    FROZEN.get_or_init(CostModel::frozen)
+}
+
 /// Prompt tokens evaluated per forward during prefill; any size gives the same bits.
 pub(crate) const PREFILL_CHUNK: usize = 128;
 
@@ -284,7 +290,21 @@ impl<'a> Generation<'a> {
             _ => TokenTree::rooted(pending),
         };
         // An undrafted tree is kept as it is and counted as a plain row.
-        let tree = self.policy.trim(tree, cap, self.seq.len(), cost, load);
+        let tree = if self.req.speculation.acceptance.is_relaxed() {
+            // Relaxed acceptance follows the drafts, so their sizes must follow neither the
+            // machine's timing nor the batch's other members: sized as if alone on the
+            // prior cost shape, a relaxed request writes the same text on every run.
+            let mut alone = BatchLoad::default();
+            let tree = self
+                .policy
+                .trim(tree, cap, self.seq.len(), frozen_cost(), &mut alone);
+            load.rows += alone.rows;
+            load.ctx_sum += alone.ctx_sum;
+            load.expected += alone.expected;
+            tree
+        } else {
+            self.policy.trim(tree, cap, self.seq.len(), cost, load)
+        };
         self.stats.draft_time += t0.elapsed();
         let want = if self
             .req

@@ -22,7 +22,7 @@ pub use engine::Engine;
 pub use generation::{Generation, Sink};
 pub use load::{load_draft, Loaded, ModelMeta};
 pub use method::DraftMethod;
-pub use pools::{history_file, load_trie, new_trie, Pool, PoolName, Pools};
+pub use pools::{history_file, load_trie, new_trie, Pool, PoolLimits, PoolName, Pools};
 pub use request::{CacheScope, FinishReason, GenerateOutput, GenerateRequest, Speculation, Tenant};
 pub use scheduler::{Finished, Job, Outcome, Scheduler};
 pub use specdec_drafters::{HistoryConfig, MAX_REFERENCE_TOKENS};
@@ -71,6 +71,16 @@ pub enum EngineError {
     Pool {
         pool: String,
         source: specdec_drafters::DraftError,
+    },
+    #[error(
+        "this client already has {limit} named drafting pools, the most allowed; reuse one of them"
+    )]
+    PoolLimit { limit: usize },
+    /// A folder drafting state would be saved in, refused at start-up.
+    #[error("drafting state cannot be saved in {path}: {source}")]
+    StateFolder {
+        path: PathBuf,
+        source: std::io::Error,
     },
     #[error("the engine panicked: {0}")]
     Panicked(String),

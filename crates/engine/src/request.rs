@@ -58,6 +58,11 @@ impl Tenant {
     pub fn new(id: impl Into<String>) -> Self {
         Tenant(id.into())
     }
+
+    /// The identity (for keys derived from it, never for logs).
+    pub(crate) fn id(&self) -> &str {
+        &self.0
+    }
 }
 
 impl std::fmt::Debug for Tenant {

@@ -294,7 +294,7 @@ impl<'m, J: Job> Scheduler<'m, J> {
     fn maybe_save(&mut self) {
         if let Some(every) = self.save_every {
             if self.last_save.elapsed() >= every && self.engine.pools().is_dirty() {
-                self.engine.save_drafting_state();
+                self.engine.save_drafting_state_in_background();
                 self.last_save = Instant::now();
             }
         }

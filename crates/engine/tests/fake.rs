@@ -10,8 +10,8 @@ use specdec_drafters::{Drafter, Meta, Source, TokenTree};
 use specdec_engine::budget::CostModel;
 use specdec_engine::scheduler::Progress;
 use specdec_engine::{
-    Acceptance, DraftMethod, Engine, FinishReason, GenerateOutput, GenerateRequest, Job, Outcome,
-    PoolName, SamplingParams, Scheduler,
+    Acceptance, CacheScope, DraftMethod, Engine, FinishReason, GenerateOutput, GenerateRequest,
+    Job, Outcome, PoolName, Relaxed, SamplingParams, Scheduler, Tenant,
 };
 use specdec_gguf::write::Builder;
 use specdec_gguf::{GgufFile, Value};
@@ -491,4 +491,115 @@ fn a_relaxed_request_must_be_greedy() {
     let out = engine.generate(&req, &mut |_| true).unwrap();
     assert!(out.relaxed && !out.forced);
     assert!(out.spec.relaxed_tokens <= out.spec.accepted_tokens);
+}
+
+/// Regression (tenant leak): the default drafting pool was shared by every client, so a
+/// second tenant confirmed a first tenant's exact prompt from the acceptance statistics of
+/// a guess (every drafted token accepted), and with relaxed verification the first
+/// tenant's text reached the second tenant's output. Each tenant now drafts from its own
+/// pools: what tenant B sees after tenant A ran the prompt is what a fresh engine shows.
+#[test]
+fn drafting_state_does_not_leak_between_tenants() {
+    let t = target();
+    let prompt = [70, 71, 72, 73, 74, 75, 76, 77];
+    let tenant = |id: &str, relaxed: bool| {
+        let mut r =
+            request(&prompt, &[], &SamplingParams::default(), 48).speculate(DraftMethod::Auto);
+        r.cache_scope = CacheScope::Tenant(Tenant::new(id));
+        if relaxed {
+            r.speculation.acceptance = Acceptance::Relaxed(Relaxed::new(64, 0.0).unwrap());
+        }
+        r
+    };
+    // Frozen costs: the timings of forwards are the machine's, not a tenant's.
+    let new_engine = || Engine::new(&t, tokenizer()).with_cost_model(CostModel::frozen());
+    for relaxed in [false, true] {
+        let mut engine = new_engine();
+        let a = engine
+            .generate(&tenant("a", relaxed), &mut |_| true)
+            .unwrap();
+        let a_again = engine
+            .generate(&tenant("a", relaxed), &mut |_| true)
+            .unwrap();
+        assert!(
+            a_again.spec.accepted_tokens > a.spec.accepted_tokens,
+            "a tenant's own repeat drafts from what it learned"
+        );
+        let b = engine
+            .generate(&tenant("b", relaxed), &mut |_| true)
+            .unwrap();
+        let alone = new_engine()
+            .generate(&tenant("b", relaxed), &mut |_| true)
+            .unwrap();
+        assert_eq!(b.token_ids, alone.token_ids, "relaxed {relaxed}");
+        assert_eq!(
+            (b.spec.drafted_tokens, b.spec.accepted_tokens),
+            (alone.spec.drafted_tokens, alone.spec.accepted_tokens),
+            "tenant b's acceptance tells it what tenant a asked (relaxed {relaxed})"
+        );
+        // Nor does the operator's global pool learn from tenants.
+        assert!(engine.pools().global().trie.lock().unwrap().is_empty());
+        assert!(engine.pools().global().history.lock().unwrap().is_empty());
+        // A private request (API key, no tenant) reads and leaves nothing.
+        let mut private = tenant("a", relaxed);
+        private.cache_scope = CacheScope::Private;
+        let p = engine.generate(&private, &mut |_| true).unwrap();
+        assert_eq!(
+            (p.spec.drafted_tokens, p.spec.accepted_tokens),
+            (alone.spec.drafted_tokens, alone.spec.accepted_tokens)
+        );
+    }
+}
+
+/// Regression (relaxed runs not reproducible): draft sizes followed the measured
+/// wall-clock cost of forwards and the acceptance earlier requests learned, and relaxed
+/// acceptance follows the drafts, so six identical runs gave six outputs. A relaxed
+/// request is sized on the prior cost shape, alone, from the prior policy: the same
+/// request gives the same text whatever ran before it and whatever the timings.
+#[test]
+fn relaxed_output_does_not_depend_on_timing_or_on_earlier_requests() {
+    let t = target();
+    let prompt = [90, 91, 92, 93, 94, 95, 96, 97, 90, 91, 92];
+    let mut relaxed = request(&prompt, &[prompt.to_vec()], &SamplingParams::default(), 64)
+        .speculate(DraftMethod::Reference);
+    relaxed.speculation.acceptance = Acceptance::Relaxed(Relaxed::new(64, 0.0).unwrap());
+    let mut fresh = Engine::new(&t, tokenizer());
+    let first = fresh.generate(&relaxed, &mut |_| true).unwrap();
+    // Another engine whose cost model learned absurd timings and whose acceptance
+    // memories learned from other requests.
+    let mut warm = Engine::new(&t, tokenizer());
+    for ms in [0.1, 500.0, 3.0] {
+        let mut cost = CostModel::default();
+        for rows in 1..64 {
+            cost.observe(rows, 100, ms * rows as f64 * rows as f64);
+        }
+        warm = warm.with_cost_model(cost);
+        for p in [[40u32, 41, 42, 43], [44, 45, 46, 47]] {
+            let strict = request(&p, &[p.to_vec()], &SamplingParams::default(), 30)
+                .speculate(DraftMethod::Reference);
+            warm.generate(&strict, &mut |_| true).unwrap();
+        }
+        let again = warm.generate(&relaxed, &mut |_| true).unwrap();
+        assert_eq!(
+            again.token_ids, first.token_ids,
+            "timings {ms} ms per row^2"
+        );
+        assert_eq!(again.spec.drafted_tokens, first.spec.drafted_tokens);
+    }
+}
+
+/// Regression: `prompt + max_tokens` wrapped for a max_tokens near 2^64, so the context
+/// check passed and the request decoded until the runtime ran out of context.
+#[test]
+fn max_tokens_near_2_to_the_64_is_a_context_overflow_not_a_wrap() {
+    let t = target();
+    let mut engine = Engine::new(&t, tokenizer());
+    for max in [usize::MAX, usize::MAX - 1, usize::MAX - 2] {
+        let req = request(&[40, 41, 42], &[], &SamplingParams::default(), max);
+        let e = engine.generate(&req, &mut |_| true).unwrap_err();
+        assert!(
+            matches!(e, specdec_engine::EngineError::ContextOverflow { .. }),
+            "{e}"
+        );
+    }
 }

@@ -52,6 +52,11 @@ pub enum ApiError {
     MethodNotAllowed(String),
     #[error("the server is at capacity ({0} requests running or queued); retry shortly")]
     QueueFull(usize),
+    #[error(
+        "this client has {0} connections open, the most one client may hold: send requests \
+         on those (keep-alive) or close some"
+    )]
+    TooManyConnections(usize),
     #[error("the request did not finish within the server's timeout of {0} s")]
     Timeout(u64),
     #[error(
@@ -61,6 +66,19 @@ pub enum ApiError {
     RecommendDisabled,
     #[error("the engine is shutting down")]
     Unavailable,
+    /// A named drafting pool's files could not be loaded. What went wrong (with the
+    /// server's paths) is logged, not sent: clients learn the pool, not the file system.
+    #[error(
+        "the drafting pool `{0}` could not be loaded on the server (its files are damaged \
+         or unreadable; the server's log says why): use another pool, or none"
+    )]
+    PoolUnavailable(String),
+    /// A client's own quota of named drafting pools is used up (retrying does not help:
+    /// it must reuse a pool it has).
+    #[error("{0}")]
+    PoolLimit(String),
+    /// A server fault. The message is sent to the client, so it says what failed, never
+    /// the server's paths or internals (those are logged where the error is made).
     #[error("internal error: {0}")]
     Internal(String),
 }
@@ -75,9 +93,10 @@ impl ApiError {
 
     pub fn status(&self) -> StatusCode {
         match self {
-            ApiError::Malformed(_) | ApiError::Invalid { .. } | ApiError::ContextLength(_) => {
-                StatusCode::BAD_REQUEST
-            }
+            ApiError::Malformed(_)
+            | ApiError::Invalid { .. }
+            | ApiError::ContextLength(_)
+            | ApiError::PoolLimit(_) => StatusCode::BAD_REQUEST,
             ApiError::UnknownModel { .. } | ApiError::NotFound(_) | ApiError::RecommendDisabled => {
                 StatusCode::NOT_FOUND
             }
@@ -85,10 +104,14 @@ impl ApiError {
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
-            ApiError::QueueFull(_) => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::QueueFull(_) | ApiError::TooManyConnections(_) => {
+                StatusCode::TOO_MANY_REQUESTS
+            }
             ApiError::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
             ApiError::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
-            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::PoolUnavailable(_) | ApiError::Internal(_) => {
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
         }
     }
 
@@ -107,8 +130,11 @@ impl ApiError {
             ApiError::MethodNotAllowed(_) => ("invalid_request_error", Some("method_not_allowed")),
             ApiError::Unauthorized => ("invalid_request_error", Some("invalid_api_key")),
             ApiError::QueueFull(_) => ("rate_limit_error", Some("rate_limit_exceeded")),
+            ApiError::TooManyConnections(_) => ("rate_limit_error", Some("too_many_connections")),
             ApiError::Timeout(_) => ("timeout_error", Some("timeout")),
             ApiError::Unavailable => ("server_error", Some("unavailable")),
+            ApiError::PoolLimit(_) => ("invalid_request_error", Some("pool_limit_exceeded")),
+            ApiError::PoolUnavailable(_) => ("server_error", Some("pool_unavailable")),
             ApiError::Internal(_) => ("server_error", None),
         }
     }
@@ -120,6 +146,7 @@ impl ApiError {
             ApiError::Invalid { param, .. } => *param,
             ApiError::ContextLength(_) => Some("messages"),
             ApiError::UnknownModel { .. } => Some("model"),
+            ApiError::PoolUnavailable(_) | ApiError::PoolLimit(_) => Some("speculation"),
             _ => None,
         };
         let message = clip_to(&self.to_string(), MAX_MESSAGE_CHARS);
@@ -135,7 +162,7 @@ impl IntoResponse for ApiError {
         }
         let mut res = (self.status(), axum::Json(self.body())).into_response();
         match self {
-            ApiError::QueueFull(_) => {
+            ApiError::QueueFull(_) | ApiError::TooManyConnections(_) => {
                 res.headers_mut()
                     .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
             }
@@ -154,7 +181,13 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// The message a client gets for a server fault whose details are logged (engine and
+/// I/O errors name the server's files).
+const SEE_THE_LOG: &str = "the request failed on the server; its log says why";
+
 impl From<specdec_engine::EngineError> for ApiError {
+    /// A request's own mistake is the client's to fix and is sent as it is; a server fault
+    /// is logged in full here and sent without its details.
     fn from(e: specdec_engine::EngineError) -> Self {
         use specdec_engine::EngineError as E;
         match e {
@@ -163,7 +196,15 @@ impl From<specdec_engine::EngineError> for ApiError {
                 param: None,
             },
             e @ E::ContextOverflow { .. } => ApiError::ContextLength(e),
-            other => ApiError::Internal(other.to_string()),
+            e @ E::PoolLimit { .. } => ApiError::PoolLimit(e.to_string()),
+            E::Pool { pool, source } => {
+                tracing::error!("drafting pool `{pool}` could not be loaded: {source}");
+                ApiError::PoolUnavailable(clip(&pool))
+            }
+            other => {
+                tracing::error!("a request failed in the engine: {other}");
+                ApiError::Internal(SEE_THE_LOG.into())
+            }
         }
     }
 }
@@ -176,7 +217,10 @@ impl From<specdec_rec::RecError> for ApiError {
         match e {
             R::Engine(e) => e.into(),
             R::Invalid(m) => ApiError::invalid("history", m),
-            other => ApiError::Internal(other.to_string()),
+            other => {
+                tracing::error!("a recommendation failed: {other}");
+                ApiError::Internal(SEE_THE_LOG.into())
+            }
         }
     }
 }

@@ -8,7 +8,9 @@
 //! batches the requests in flight into shared forwards.
 
 pub mod api;
+mod connections;
 pub mod error;
+mod json_budget;
 pub mod metrics;
 mod prediction;
 pub mod recommend;
@@ -21,15 +23,18 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use specdec_engine::{DraftMethod, EngineError, Loaded, Pools};
+use specdec_engine::{DraftMethod, EngineError, Loaded, PoolLimits, PoolName, Pools};
 use specdec_rec::recommend::CatalogueSource;
 
 pub use error::ApiError;
-pub use recommend::Recommender;
+pub use recommend::{RecommendLimits, Recommender};
 pub use routes::router;
 pub use validate::Frontend;
 
-/// Request bodies beyond this are refused (long prompts with references fit easily).
+/// Request bodies beyond this are refused. Room for the longest prompt text a 32k-context
+/// model takes (4 MiB for Qwen2.5, whose tokens span up to 128 bytes) with 1 MiB of
+/// references, even escaped as JSON's worst (6 bytes a byte). What a body costs to parse
+/// is bounded by its JSON values (see `json_budget`), not by this.
 pub const MAX_BODY_BYTES: usize = 32 << 20;
 
 /// Errors starting the server.
@@ -71,7 +76,48 @@ pub struct ServerConfig {
     pub catalogue: Option<CatalogueSource>,
     /// A draft model for speculative beam search on `/v1/recommend` (needs `catalogue`).
     pub draft_model: Option<PathBuf>,
+    /// What `/v1/recommend` may ask of one search.
+    pub recommend: RecommendLimits,
+    /// Bounds on the drafting pools clients create.
+    pub pool_limits: PoolLimits,
+    /// Named pools every tenant reads and feeds (the operator's choice); all other pools
+    /// are their tenant's own.
+    pub shared_pools: Vec<PoolName>,
 }
+
+impl ServerConfig {
+    /// The defaults of `specdec serve` for the model at `model`.
+    pub fn new(model: PathBuf) -> Self {
+        ServerConfig {
+            model,
+            model_id: None,
+            api_key: None,
+            threads: 2,
+            max_concurrent: 8,
+            max_queue: 64,
+            timeout: Duration::from_secs(600),
+            trie: None,
+            pools: None,
+            history_tokens: 1 << 20,
+            default_method: DraftMethod::Auto,
+            default_max_draft: 32,
+            prefix_cache_bytes: 512 << 20,
+            catalogue: None,
+            draft_model: None,
+            recommend: RecommendLimits::default(),
+            pool_limits: SERVER_POOL_LIMITS,
+            shared_pools: Vec::new(),
+        }
+    }
+}
+
+/// Pool bounds of a server: a client's requests can create pools, so memory, files and
+/// the time of a save stay bounded whatever they ask.
+pub const SERVER_POOL_LIMITS: PoolLimits = PoolLimits {
+    max_loaded: 64,
+    max_named: 64,
+    max_saved_tenants: 4096,
+};
 
 /// What every handler shares.
 pub struct AppState {
@@ -120,6 +166,12 @@ pub fn check_model_id(id: &str) -> Result<(), ServerError> {
 impl Server {
     /// Loads the model and starts the engine thread.
     pub fn load(config: &ServerConfig) -> Result<Server, ServerError> {
+        let recommend = config.recommend;
+        if recommend.max_k == 0 || recommend.max_work == 0 {
+            return Err(ServerError::Config(
+                "the recommendation limits on k and work must be at least 1".into(),
+            ));
+        }
         if config.max_concurrent == 0 || config.max_queue == 0 {
             return Err(ServerError::Config(
                 "--max-concurrent and --max-queue must be at least 1".into(),
@@ -168,8 +220,10 @@ impl Server {
                 max_tokens: config.history_tokens,
                 ..specdec_engine::HistoryConfig::default()
             },
-        )?;
-        let recommender = Recommender::load(config, &loaded)?;
+        )?
+        .with_limits(config.pool_limits)
+        .with_shared(config.shared_pools.iter().cloned());
+        let recommender = Recommender::load(config, &loaded, recommend)?;
         let model = Arc::new(loaded.model);
         let metrics = Arc::new(metrics::Metrics::new(&frontend.model_id));
         // Up to `max_concurrent` run and `max_queue` more wait, however fast the engine thread
@@ -218,6 +272,11 @@ pub struct ConnectionLimits {
     pub body_read: Duration,
     /// Most connections open at once; more wait in the listener's backlog.
     pub max_connections: usize,
+    /// Most connections one client (one peer IP address) may hold open at once; more are
+    /// answered 429 and closed as soon as they are accepted. Without it one client's idle
+    /// sockets took every place (600 half-open sockets made every request wait 9-14 s).
+    /// Clients behind one proxy share its address: raise it for such a set-up.
+    pub max_connections_per_client: usize,
 }
 
 impl Default for ConnectionLimits {
@@ -226,6 +285,10 @@ impl Default for ConnectionLimits {
             header_read: Duration::from_secs(15),
             body_read: Duration::from_secs(30),
             max_connections: 512,
+            // A server with `specdec serve`'s defaults holds 72 requests at once (8 running,
+            // 64 queued), so one client has little use for more connections than this; and
+            // 512 places leave room for seven clients this busy.
+            max_connections_per_client: 64,
         }
     }
 }
@@ -367,6 +430,9 @@ async fn accept(
     use tower::ServiceExt;
 
     let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
+    let clients = Arc::new(connections::PerClient::new(
+        limits.max_connections_per_client.max(1),
+    ));
     let mut connections = tokio::task::JoinSet::new();
     let stop = stopped.clone();
     let mut shutdown = std::pin::pin!(async move {
@@ -378,10 +444,17 @@ async fn accept(
             _ = &mut shutdown => break,
             slot = slots.clone().acquire_owned() => slot.expect("the semaphore is never closed"),
         };
-        let stream = tokio::select! {
+        let (stream, client) = tokio::select! {
             _ = &mut shutdown => break,
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+                Ok((stream, peer)) => match clients.open(peer.ip()) {
+                    Some(client) => (stream, client),
+                    None => {
+                        // Refused at once: its global place is free again for others.
+                        connections::refuse(stream, clients.limit());
+                        continue;
+                    }
+                },
                 Err(e) => {
                     // Out of file descriptors, or a connection reset before it was taken:
                     // wait a little rather than spin.
@@ -397,6 +470,7 @@ async fn accept(
         let header_read = limits.header_read;
         connections.spawn(async move {
             let _slot = slot;
+            let _client = client;
             let _ = stream.set_nodelay(true);
             // Requests of this connection whose head arrived and whose response is not
             // yet all sent.

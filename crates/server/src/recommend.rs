@@ -12,26 +12,79 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
 use specdec_engine::beam::{BeamOptions, BeamVerify, DraftScoring};
-use specdec_engine::{Loaded, Model};
+use specdec_engine::{Loaded, Model, Tokenizer};
+use specdec_rec::recommend::service::history_tokens;
 use specdec_rec::recommend::{answer_json, ItemCatalogue};
 
 use crate::error::ApiError;
 use crate::worker::RecommendJob;
 use crate::{AppState, ServerConfig, ServerError};
 
-/// Items a request may ask for at most (the beam width).
-pub const MAX_K: usize = 100;
 /// Items returned when a request does not say.
 pub const DEFAULT_K: usize = 10;
-/// Most titles in a history.
-pub const MAX_HISTORY: usize = 50;
-/// Longest title in a history, in bytes.
-pub const MAX_TITLE_BYTES: usize = 512;
+
+/// Bounds on one `/v1/recommend` search, checked when its body is parsed, before it is
+/// queued: the engine thread runs a search whole while every generation waits (50 titles
+/// of 512 bytes with `k: 100` held it 35-38 s), so a search's cost must be known and
+/// bounded before it starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecommendLimits {
+    /// Most items (the beam width) a request may ask for.
+    pub max_k: usize,
+    /// Most titles in a history.
+    pub max_history: usize,
+    /// Longest title in a history, in bytes.
+    pub max_title_bytes: usize,
+    /// Most tokens of the prompt a history makes. Its prefill grows with the square of
+    /// its length: 887 tokens took 4.7 s, 3,609 took 38 s (SmolLM2-135M on two busy
+    /// vCPUs).
+    pub max_history_tokens: usize,
+    /// Most work one search may take: see [`RecommendLimits::work`].
+    pub max_work: usize,
+}
+
+/// What one beam row of one step costs beyond reading the prompt's cache, counted in
+/// prompt tokens read: the rest of a forward is paid per row whatever the history.
+/// Measured on SmolLM2-135M (two busy vCPUs, MovieLens): 100 beams after 17 prompt tokens
+/// took 6.1 s, after 887 tokens 14.5 s of which about 5 s was the prefill, so a row costs
+/// about what reading 1,300 prompt tokens does.
+pub const ROW_TOKENS: usize = 1024;
+
+impl Default for RecommendLimits {
+    /// Room, on MovieLens (items of up to 30 tokens), for `k: 100` after a history of the
+    /// size `rec` evaluates with (10 titles, about 200 tokens) and for `k: 64` after 50
+    /// typical titles (about 800 tokens; the 50 longest make 1,227 and are refused).
+    /// Measured on SmolLM2-135M and two busy vCPUs, those took 6.3 s and 10.3 s, where 50
+    /// titles of 512 bytes at `k: 100` took 53 s.
+    fn default() -> Self {
+        RecommendLimits {
+            max_k: 100,
+            max_history: 50,
+            max_title_bytes: 512,
+            max_history_tokens: 1024,
+            max_work: 4_000_000,
+        }
+    }
+}
+
+impl RecommendLimits {
+    /// The work of a search of width `k` after a prompt of `prompt_tokens`, over a
+    /// catalogue whose longest item is `item_tokens`: each of up to `item_tokens` steps
+    /// runs `k` rows through the model, each reading the prompt's cache.
+    pub fn work(k: usize, item_tokens: usize, prompt_tokens: usize) -> usize {
+        k.saturating_mul(item_tokens)
+            .saturating_mul(prompt_tokens.saturating_add(ROW_TOKENS))
+    }
+}
 
 /// What `/v1/recommend` searches: the catalogue, and a draft model to speculate with.
 #[derive(Clone)]
 pub struct Recommender {
     pub catalogue: Arc<ItemCatalogue>,
+    /// The longest catalogue entry, in tokens: the most steps a search takes.
+    pub item_tokens: usize,
+    /// What one request may ask of the search.
+    pub limits: RecommendLimits,
     pub draft: Option<Arc<Model>>,
     /// How the draft's logits are read (its file's `specdec.draft.scoring`).
     pub draft_scoring: DraftScoring,
@@ -53,6 +106,7 @@ impl Recommender {
     pub fn load(
         config: &ServerConfig,
         loaded: &Loaded,
+        limits: RecommendLimits,
     ) -> Result<Option<Recommender>, ServerError> {
         let Some(source) = &config.catalogue else {
             return Ok(None);
@@ -75,8 +129,12 @@ impl Recommender {
                 "no draft model"
             }
         );
+        let trie = catalogue.trie();
+        let item_tokens = (0..trie.len()).map(|e| trie.entry(e).len()).max();
         Ok(Some(Recommender {
+            item_tokens: item_tokens.unwrap_or(1),
             catalogue: Arc::new(catalogue),
+            limits,
             draft,
             draft_scoring,
         }))
@@ -113,43 +171,110 @@ fn bad(param: &'static str, message: impl Into<String>) -> ApiError {
     ApiError::invalid(param, message)
 }
 
-/// Parses a body for a server serving `model_id`, with a draft model or not.
-pub fn parse(model_id: &str, has_draft: bool, body: &[u8]) -> Result<ValidRecommend, ApiError> {
+/// What a body is checked against: the served model, whether there is a draft, the
+/// limits, and the tokenizer that measures the history's prompt.
+pub struct Checks<'a> {
+    pub model_id: &'a str,
+    pub has_draft: bool,
+    pub limits: RecommendLimits,
+    /// The catalogue's longest entry, in tokens.
+    pub item_tokens: usize,
+    pub tokenizer: &'a Tokenizer,
+}
+
+/// Parses a body for the server `checks` describes.
+pub fn parse(checks: &Checks<'_>, body: &[u8]) -> Result<ValidRecommend, ApiError> {
+    // The history's titles and the few other fields, bounded before the body is parsed.
+    let max = checks.limits.max_history.saturating_add(64);
+    crate::json_budget::within(body, max).map_err(|over| {
+        let history = over.field.as_deref() == Some("history");
+        ApiError::Invalid {
+            message: format!(
+                "the body holds too many JSON values: at most {} titles, {max} values in all",
+                checks.limits.max_history
+            ),
+            param: history.then_some("history"),
+        }
+    })?;
     let body: RecommendBody = serde_json::from_slice(body).map_err(|e| {
         ApiError::Malformed(format!(
             "the request body is not a valid recommend request: {e}"
         ))
     })?;
-    validate(model_id, has_draft, body)
+    validate(checks, body)
 }
 
-fn validate(model_id: &str, has_draft: bool, b: RecommendBody) -> Result<ValidRecommend, ApiError> {
+fn validate(checks: &Checks<'_>, b: RecommendBody) -> Result<ValidRecommend, ApiError> {
+    let Checks {
+        model_id,
+        has_draft,
+        limits,
+        item_tokens,
+        tokenizer,
+    } = *checks;
     if let Some(m) = b.model.as_deref().filter(|m| *m != model_id) {
         return Err(ApiError::UnknownModel {
             requested: crate::error::clip(m),
             served: model_id.to_string(),
         });
     }
-    if b.history.len() > MAX_HISTORY {
-        return Err(bad(
-            "history",
-            format!("at most {MAX_HISTORY} titles, got {}", b.history.len()),
-        ));
-    }
-    if let Some(t) = b.history.iter().find(|t| t.len() > MAX_TITLE_BYTES) {
+    if b.history.len() > limits.max_history {
         return Err(bad(
             "history",
             format!(
-                "a title may be at most {MAX_TITLE_BYTES} bytes, got one of {}",
+                "at most {} titles, got {}",
+                limits.max_history,
+                b.history.len()
+            ),
+        ));
+    }
+    if let Some(t) = b.history.iter().find(|t| t.len() > limits.max_title_bytes) {
+        return Err(bad(
+            "history",
+            format!(
+                "a title may be at most {} bytes, got one of {}",
+                limits.max_title_bytes,
                 t.len()
             ),
         ));
     }
     let k = match b.k {
-        None => DEFAULT_K,
-        Some(k) if (1..=MAX_K as i64).contains(&k) => k as usize,
-        Some(k) => return Err(bad("k", format!("`k` must be 1 to {MAX_K}, got {k}"))),
+        None => DEFAULT_K.min(limits.max_k),
+        Some(k) if k >= 1 && k as u64 <= limits.max_k as u64 => k as usize,
+        Some(k) => {
+            return Err(bad(
+                "k",
+                format!("`k` must be 1 to {}, got {k}", limits.max_k),
+            ))
+        }
     };
+    // The history's lines are bounded above, so measuring its prompt here is cheap, and
+    // tells the search's cost before the engine thread is asked to pay it.
+    let prompt = history_tokens(tokenizer, &b.history)?.len();
+    if prompt > limits.max_history_tokens {
+        return Err(bad(
+            "history",
+            format!(
+                "the history makes a prompt of {prompt} tokens, over this server's limit of {}: \
+                 send fewer or shorter titles",
+                limits.max_history_tokens
+            ),
+        ));
+    }
+    let work = RecommendLimits::work(k, item_tokens, prompt);
+    if work > limits.max_work {
+        let most_k = limits.max_work / RecommendLimits::work(1, item_tokens, prompt).max(1);
+        return Err(bad(
+            "k",
+            format!(
+                "a search for {k} items after this history ({prompt} tokens) is over this \
+                 server's work limit ({work} > {}, counted as k x {item_tokens} catalogue \
+                 tokens x (history tokens + {ROW_TOKENS})): ask for at most {most_k} items, \
+                 or send a shorter history",
+                limits.max_work
+            ),
+        ));
+    }
     let relaxed = match b.verify.as_deref() {
         None | Some("strict") => false,
         Some("relaxed") => true,
@@ -234,13 +359,26 @@ pub(crate) async fn handle(State(s): State<Arc<AppState>>, req: Request) -> Resp
 }
 
 async fn answer(s: Arc<AppState>, req: Request) -> Result<serde_json::Value, ApiError> {
-    let Some(rec) = &s.recommender else {
+    if s.recommender.is_none() {
         return Err(ApiError::RecommendDisabled);
-    };
-    let has_draft = rec.draft.is_some();
+    }
     let body = crate::routes::body_bytes(crate::routes::read_body(req).await?)?;
-    let model_id = s.frontend.model_id.clone();
-    let valid = crate::routes::off_runtime(move || parse(&model_id, has_draft, &body)).await?;
+    let state = s.clone();
+    let valid = crate::routes::off_runtime(move || {
+        let rec = state
+            .recommender
+            .as_ref()
+            .ok_or(ApiError::RecommendDisabled)?;
+        let checks = Checks {
+            model_id: &state.frontend.model_id,
+            has_draft: rec.draft.is_some(),
+            limits: rec.limits,
+            item_tokens: rec.item_tokens,
+            tokenizer: &state.frontend.tokenizer,
+        };
+        parse(&checks, &body)
+    })
+    .await?;
     let (tx, rx) = tokio::sync::oneshot::channel();
     let opts = valid.opts.clone();
     s.queue.submit_recommend(RecommendJob {
@@ -260,8 +398,33 @@ async fn answer(s: Arc<AppState>, req: Request) -> Result<serde_json::Value, Api
 mod tests {
     use super::*;
 
+    fn tokenizer() -> &'static Tokenizer {
+        static T: std::sync::OnceLock<Arc<Tokenizer>> = std::sync::OnceLock::new();
+        T.get_or_init(|| {
+            let path = specdec_model_store::resolve(None, true).expect("default model");
+            specdec_engine::ModelMeta::open(&path)
+                .expect("model metadata")
+                .tokenizer
+        })
+    }
+
+    fn parsed_with(
+        limits: RecommendLimits,
+        has_draft: bool,
+        body: &str,
+    ) -> Result<ValidRecommend, ApiError> {
+        let checks = Checks {
+            model_id: "smol",
+            has_draft,
+            limits,
+            item_tokens: 30,
+            tokenizer: tokenizer(),
+        };
+        parse(&checks, body.as_bytes())
+    }
+
     fn parsed(has_draft: bool, body: &str) -> Result<ValidRecommend, ApiError> {
-        parse("smol", has_draft, body.as_bytes())
+        parsed_with(RecommendLimits::default(), has_draft, body)
     }
 
     #[test]
@@ -280,6 +443,55 @@ mod tests {
         );
         let v = parsed(false, r#"{"history": [], "model": "smol", "draft": false}"#).unwrap();
         assert_eq!(v.opts, BeamOptions::jump_forward(10));
+    }
+
+    #[test]
+    fn a_search_too_costly_for_the_limits_is_refused_naming_what_to_lower() {
+        // Before: 50 titles of 512 bytes at `k: 100` held the engine thread 35-38 s.
+        let error = |r: Result<ValidRecommend, ApiError>| match r {
+            Err(ApiError::Invalid { param, message }) => (param, message),
+            other => panic!("{other:?}"),
+        };
+        let titles: Vec<String> = (0..50)
+            .map(|i| format!("Movie number {i} (1995)"))
+            .collect();
+        let body = |k: usize| serde_json::json!({"history": titles, "k": k}).to_string();
+        let limits = RecommendLimits::default();
+        // Within the history limit, over the work limit at k = 100 (items of 30 tokens).
+        let prompt = history_tokens(tokenizer(), &titles).unwrap().len();
+        assert!(prompt <= limits.max_history_tokens, "{prompt}");
+        let (param, message) = error(parsed(false, &body(100)));
+        assert_eq!(param, Some("k"));
+        let most = limits.max_work / RecommendLimits::work(1, 30, prompt);
+        assert!(most < 100, "{most}");
+        assert!(
+            message.contains(&format!("at most {most} items")),
+            "{message}"
+        );
+        assert!(parsed(false, &body(most)).is_ok());
+
+        let long: Vec<String> = (0..50)
+            .map(|i| format!("{i} {}", "word ".repeat(100)))
+            .collect();
+        let (param, message) = error(parsed(
+            false,
+            &serde_json::json!({"history": long}).to_string(),
+        ));
+        assert_eq!(param, Some("history"));
+        assert!(
+            message.contains(&limits.max_history_tokens.to_string()),
+            "{message}"
+        );
+
+        // A million titles are refused while the body is counted, not after parsing it.
+        let many = format!(r#"{{"history": [{}""]}}"#, "\"\",".repeat(1_000_000));
+        let (param, _) = error(parsed(false, &many));
+        assert_eq!(param, Some("history"));
+
+        let strict = RecommendLimits { max_k: 5, ..limits };
+        let (param, _) = error(parsed_with(strict, false, r#"{"history": [], "k": 6}"#));
+        assert_eq!(param, Some("k"));
+        assert!(parsed_with(strict, false, r#"{"history": []}"#).is_ok());
     }
 
     #[test]
@@ -314,9 +526,13 @@ mod tests {
             param(false, r#"{"history": [], "mode": "fast"}"#),
             Some("mode")
         );
-        let long = format!(r#"{{"history": ["{}"]}}"#, "a".repeat(MAX_TITLE_BYTES + 1));
+        let limits = RecommendLimits::default();
+        let long = format!(
+            r#"{{"history": ["{}"]}}"#,
+            "a".repeat(limits.max_title_bytes + 1)
+        );
         assert_eq!(param(false, &long), Some("history"));
-        let many = serde_json::json!({"history": vec!["x"; MAX_HISTORY + 1]}).to_string();
+        let many = serde_json::json!({"history": vec!["x"; limits.max_history + 1]}).to_string();
         assert_eq!(param(false, &many), Some("history"));
         assert!(matches!(
             parsed(false, r#"{"history": [], "model": "other"}"#),

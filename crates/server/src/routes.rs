@@ -120,9 +120,32 @@ async fn completions(State(s): State<Arc<AppState>>, req: Request) -> Response {
     generate(s, Endpoint::Completion, req).await
 }
 
+/// The tenant header's one value, if any. A request carrying it more than once is refused:
+/// the first value was taken, so a client could get ahead of a gateway that appends its
+/// own, and no order of several values can be trusted. (A proxy that folds repeated lines
+/// into one comma-separated value makes a tenant of its own, which no client can take.)
+fn tenant_header(headers: &HeaderMap) -> Result<Option<HeaderValue>, ApiError> {
+    let mut values = headers.get_all(TENANT_HEADER).iter();
+    let first = values.next().cloned();
+    let more = values.count();
+    if more > 0 {
+        return Err(ApiError::invalid(
+            TENANT_HEADER,
+            format!(
+                "the {TENANT_HEADER} header may be sent once; this request has it {} times",
+                more + 1
+            ),
+        ));
+    }
+    Ok(first)
+}
+
 /// Both endpoints: only the tenant header is kept of the request's headers.
 async fn generate(s: Arc<AppState>, endpoint: Endpoint, req: Request) -> Response {
-    let tenant = req.headers().get(TENANT_HEADER).cloned();
+    let tenant = match tenant_header(req.headers()) {
+        Ok(t) => t,
+        Err(e) => return e.into_response(),
+    };
     match read_body(req).await {
         Ok(body) => respond(s, endpoint, tenant, body).await,
         Err(e) => e.into_response(),
@@ -201,9 +224,10 @@ pub(crate) async fn off_runtime<T: Send + 'static>(
     parse: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
 ) -> Result<T, ApiError> {
     let _permit = PARSING.acquire().await.map_err(|_| ApiError::Unavailable)?;
-    tokio::task::spawn_blocking(parse)
-        .await
-        .map_err(|e| ApiError::Internal(format!("parsing the request failed: {e}")))?
+    tokio::task::spawn_blocking(parse).await.map_err(|e| {
+        tracing::error!("parsing a request failed: {e}");
+        ApiError::Internal("parsing the request failed".into())
+    })?
 }
 
 /// The body's bytes, or the error a body that could not be read answers.

@@ -12,6 +12,11 @@ use specdec_engine::{
 use crate::api::{Content, OneOrMany, PromptInput, RequestBody};
 use crate::error::ApiError;
 
+/// Most messages a chat request may hold (fewer where the context is smaller: see
+/// [`Frontend::max_messages`]).
+pub const MAX_MESSAGES: usize = 4096;
+/// Temperatures below this decode greedily, as 0 does (`sampling` says why).
+pub const MIN_TEMPERATURE: f64 = 1e-5;
 /// Largest draft tree a request may ask for.
 pub const MAX_DRAFT_LIMIT: usize = 128;
 /// Most stop strings a request may give.
@@ -72,7 +77,31 @@ impl Frontend {
     pub fn max_prompt_bytes(&self) -> usize {
         self.context_length.saturating_mul(self.max_token_bytes)
     }
+
+    /// Most messages a chat request may hold: [`MAX_MESSAGES`], and no more than the
+    /// context has tokens, since every chat template marks each message with at least one
+    /// token of its own (ChatML's `<|im_start|>`, Llama 3's `<|start_header_id|>`, Gemma's
+    /// `<start_of_turn>`).
+    pub fn max_messages(&self) -> usize {
+        MAX_MESSAGES.min(self.context_length)
+    }
+
+    /// Most JSON values a request body may hold (see [`json_budget`](crate::json_budget)):
+    /// room for a prompt of as many token ids as the context holds, [`MAX_MESSAGES`]
+    /// messages of a few content parts each, and the other fields.
+    pub fn max_json_values(&self) -> usize {
+        self.context_length
+            .saturating_add(MAX_MESSAGES * VALUES_PER_MESSAGE)
+            .saturating_add(VALUES_BESIDES)
+    }
 }
+
+/// JSON values a message may take in [`Frontend::max_json_values`]: its object, role and
+/// content (5), and two text parts (11 more).
+const VALUES_PER_MESSAGE: usize = 16;
+/// JSON values for everything but the prompt and messages: the top level's scalars, 16
+/// stop strings, 64 references, and room to spare.
+const VALUES_BESIDES: usize = 4096;
 
 /// A request the engine can run as it is.
 #[derive(Debug)]
@@ -116,6 +145,26 @@ pub fn cache_scope(api_key_required: bool, header: Option<&str>, user: Option<&s
 
 /// Parses and validates a body for `endpoint`.
 pub fn parse(fe: &Frontend, endpoint: Endpoint, body: &[u8]) -> Result<ValidRequest, ApiError> {
+    let max = fe.max_json_values();
+    crate::json_budget::within(body, max).map_err(|over| {
+        let param = ["messages", "prompt", "stop", "speculation", "prediction"]
+            .into_iter()
+            .find(|p| over.field.as_deref() == Some(*p));
+        let field = match &over.field {
+            Some(f) => format!("`{}`", crate::error::clip(f)),
+            None => "the body".into(),
+        };
+        ApiError::Invalid {
+            message: format!(
+                "{field} holds too many JSON values: a request may hold at most {max} in all \
+                 (a prompt of at most {} token ids, at most {} messages); refused before \
+                 parsing",
+                fe.context_length,
+                fe.max_messages()
+            ),
+            param,
+        }
+    })?;
     let body: RequestBody = serde_json::from_slice(body).map_err(|e| {
         ApiError::Malformed(format!("the request body is not a valid request: {e}"))
     })?;
@@ -298,21 +347,24 @@ fn reject_unsupported(body: &RequestBody) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// The prompt's tokens; a token-id prompt is moved out of `body` (it can be large).
 /// Refuses, before tokenizing, prompt text that cannot fit the context whatever its
-/// tokens (30 MB bodies tokenized on every core stalled the server and took gigabytes).
-fn too_long_to_tokenize(fe: &Frontend, bytes: usize) -> Result<(), ApiError> {
-    if bytes <= fe.max_prompt_bytes() {
+/// tokens (30 MB bodies tokenized on every core stalled the server and took gigabytes):
+/// `bytes` of text are at least `bytes / max_token_bytes` tokens, and the template adds
+/// at least `marks` more.
+fn too_long_to_tokenize(fe: &Frontend, bytes: usize, marks: usize) -> Result<(), ApiError> {
+    let at_least = bytes.div_ceil(fe.max_token_bytes).saturating_add(marks);
+    if at_least <= fe.context_length {
         return Ok(());
     }
     Err(specdec_engine::EngineError::ContextOverflow {
-        prompt: bytes.div_ceil(fe.max_token_bytes),
+        prompt: at_least,
         max_tokens: 1,
         limit: fe.context_length,
     }
     .into())
 }
 
+/// The prompt's tokens; a token-id prompt is moved out of `body` (it can be large).
 fn prompt_tokens(
     fe: &Frontend,
     endpoint: Endpoint,
@@ -339,6 +391,27 @@ fn prompt_tokens(
             if messages.is_empty() {
                 return Err(bad("messages", "`messages` must hold at least one message"));
             }
+            let max = fe.max_messages();
+            if messages.len() > max {
+                return Err(bad(
+                    "messages",
+                    format!(
+                        "`messages` may hold at most {max} messages (each takes at least one \
+                         token of the context of {} tokens), got {}",
+                        fe.context_length,
+                        messages.len()
+                    ),
+                ));
+            }
+            // Bounded before anything is copied or rendered: the content's bytes, and one
+            // token per message for the template's mark of it (a million empty messages
+            // cost 21 s and 3 GB to render and tokenize when only content was counted).
+            let bytes: usize = messages
+                .iter()
+                .filter_map(|m| m.content.as_ref())
+                .map(content_bytes)
+                .sum();
+            too_long_to_tokenize(fe, bytes, messages.len())?;
             let mut chat = Vec::with_capacity(messages.len());
             for m in messages {
                 let role = match m.role.as_str() {
@@ -375,8 +448,6 @@ fn prompt_tokens(
                 };
                 chat.push(ChatMessage::new(role, content));
             }
-            let bytes: usize = chat.iter().map(|m| m.content.len()).sum();
-            too_long_to_tokenize(fe, bytes)?;
             // Contents are text: special-token strings in them do not become control tokens.
             tok.encode_chat(&fe.template, &chat, true).map_err(|e| {
                 bad(
@@ -399,11 +470,11 @@ fn prompt_tokens(
                 .ok_or_else(|| bad("prompt", "`prompt` is required"))?
             {
                 PromptInput::Text(t) => {
-                    too_long_to_tokenize(fe, t.len())?;
+                    too_long_to_tokenize(fe, t.len(), 0)?;
                     encode(&t, "prompt")?
                 }
                 PromptInput::Texts(v) if v.len() == 1 => {
-                    too_long_to_tokenize(fe, v[0].len())?;
+                    too_long_to_tokenize(fe, v[0].len(), 0)?;
                     encode(&v[0], "prompt")?
                 }
                 PromptInput::Tokens(ids) => ids,
@@ -438,7 +509,13 @@ fn sampling(body: &RequestBody) -> Result<SamplingParams, ApiError> {
                 format!("temperature must be in [0, 2], got {t}"),
             ));
         }
-        s.temperature = t as f32;
+        // Below this a temperature means greedy, as 0 does. The sampler divides logits by
+        // the temperature in f32: under about 3e-39 the reciprocal overflows to infinity
+        // and the distribution turns to NaN (1e-39 gave garbage). Long before that the
+        // sample is already the argmax: at 1e-5 a gap of 0.001 between two logits is a
+        // probability ratio of e^100, past what f32 holds, so only logits that tie to f32
+        // precision could come out otherwise.
+        s.temperature = if t < MIN_TEMPERATURE { 0.0 } else { t as f32 };
     }
     if let Some(p) = body.top_p {
         if !(p > 0.0 && p <= 1.0) {

@@ -301,10 +301,17 @@ fn run(
     shutdown: &Arc<Shutdown>,
 ) {
     let mut searches: VecDeque<RecommendJob> = VecDeque::new();
+    // Requests whose drafting pool is being read from disk off this thread: they start
+    // once it is in memory, and nobody else waits for it.
+    let mut waiting: VecDeque<Job> = VecDeque::new();
     let take = |scheduler: &mut Scheduler<'_, Running>,
                 searches: &mut VecDeque<RecommendJob>,
+                waiting: &mut VecDeque<Job>,
                 work: Work| match work {
-        Work::Generate(job) => admit(scheduler, config, metrics, shutdown, job),
+        Work::Generate(job) if scheduler.engine_mut().prepare(&job.gen) => {
+            admit(scheduler, config, metrics, shutdown, job)
+        }
+        Work::Generate(job) => waiting.push_back(job),
         Work::Recommend(job) => searches.push_back(job),
     };
     let mut progress = |r: &Running, p: Progress| {
@@ -315,14 +322,30 @@ fn run(
     };
     loop {
         if scheduler.is_idle() && searches.is_empty() {
-            match rx.blocking_recv() {
-                Some(work) => take(scheduler, &mut searches, work),
-                None => break,
+            if waiting.is_empty() {
+                match rx.blocking_recv() {
+                    Some(work) => take(scheduler, &mut searches, &mut waiting, work),
+                    None => break,
+                }
+            } else {
+                // Only pool reads are under way: look again shortly.
+                std::thread::sleep(Duration::from_millis(1));
             }
+        }
+        scheduler.engine_mut().pools_mut().poll_loads();
+        while scheduler.has_room() {
+            let Some(i) = waiting
+                .iter()
+                .position(|j| scheduler.engine_mut().prepare(&j.gen))
+            else {
+                break;
+            };
+            let job = waiting.remove(i).expect("found above");
+            admit(scheduler, config, metrics, shutdown, job);
         }
         while scheduler.has_room() {
             match rx.try_recv() {
-                Ok(work) => take(scheduler, &mut searches, work),
+                Ok(work) => take(scheduler, &mut searches, &mut waiting, work),
                 Err(_) => break,
             }
         }
@@ -355,7 +378,7 @@ fn run(
                 }
                 Outcome::Failed(e) => {
                     metrics.finished("error", 0, &SpecStats::default(), elapsed);
-                    Err(ApiError::Internal(e.to_string()))
+                    Err(e.into())
                 }
             };
             let _ = f.job.events.try_send(Event::Done(result));

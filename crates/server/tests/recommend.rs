@@ -185,6 +185,39 @@ async fn bad_requests_get_400_with_an_error_object() {
 }
 
 #[tokio::test]
+async fn fifty_long_titles_at_k_100_are_refused_before_they_hold_the_engine() {
+    // Before: 50 titles of 512 bytes with `k: 100` kept the engine thread 35-38 s while
+    // every chat waited; the history's prompt is now measured and bounded at the edge.
+    let limits = specdec_server::RecommendLimits::default();
+    let title = |i: usize| {
+        let mut t = format!("{i}");
+        while t.len() < limits.max_title_bytes {
+            t.push_str(" word");
+        }
+        t.truncate(limits.max_title_bytes);
+        t
+    };
+    let history: Vec<String> = (0..limits.max_history).map(title).collect();
+    // Within the context: before, this was searched, not refused.
+    let s = state();
+    let prompt = specdec_rec::recommend::service::history_tokens(&s.frontend.tokenizer, &history)
+        .unwrap()
+        .len();
+    assert!(prompt < s.frontend.context_length, "{prompt}");
+    let (status, v) = ask(state(), json!({"history": history, "k": 100})).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{v}");
+    assert_eq!(error_param(&v), Some("history"), "{v}");
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains(&limits.max_history_tokens.to_string()),
+        "{message}"
+    );
+    // Nothing was queued: a small search is still answered.
+    let (status, v) = ask(state(), json!({"history": HISTORY, "k": 3})).await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+}
+
+#[tokio::test]
 async fn a_server_without_a_catalogue_says_how_to_enable_recommendation() {
     let (status, v) = send_json(
         common::app(),

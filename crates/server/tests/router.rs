@@ -307,6 +307,30 @@ async fn clients_sharing_an_api_key_without_a_tenant_share_no_cached_prefix() {
     assert!(cached_tokens(&v) > 0, "{v}");
 }
 
+#[tokio::test]
+async fn a_repeated_tenant_header_is_refused_not_resolved_to_its_first_value() {
+    // Before: the first value was taken, so a client's own header got ahead of the one a
+    // gateway appends after it.
+    let mut req = post("/v1/chat/completions", &secret_chat("9001", json!({})));
+    for tenant in ["victim-tenant-test", "gateway-assigned-test"] {
+        req.headers_mut()
+            .append("x-specdec-tenant", tenant.parse().unwrap());
+    }
+    let (s, v) = send_json(app(), req).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+    assert_eq!(v["error"]["param"], "x-specdec-tenant", "{v}");
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(message.contains("once"), "{message}");
+    // Sent once, it still names the tenant.
+    let req = with_header(
+        post("/v1/chat/completions", &secret_chat("9001", json!({}))),
+        "x-specdec-tenant",
+        "gateway-assigned-test",
+    );
+    let (s, v) = send_json(app(), req).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+}
+
 fn state_with_metrics(metrics: Arc<Metrics>) -> Arc<AppState> {
     let base = state();
     Arc::new(AppState {

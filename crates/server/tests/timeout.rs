@@ -40,15 +40,27 @@ async fn serve_short(
     tokio::sync::oneshot::Sender<()>,
     tokio::task::JoinHandle<std::io::Result<()>>,
 ) {
+    serve_limited(ConnectionLimits {
+        header_read,
+        body_read: Duration::from_millis(500),
+        max_connections: 8,
+        ..ConnectionLimits::default()
+    })
+    .await
+}
+
+/// A server on a free port with `limits`, and its shutdown trigger.
+async fn serve_limited(
+    limits: ConnectionLimits,
+) -> (
+    std::net::SocketAddr,
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<std::io::Result<()>>,
+) {
     let server = Server::load(&config()).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let limits = ConnectionLimits {
-        header_read,
-        body_read: Duration::from_millis(500),
-        max_connections: 8,
-    };
     let task = tokio::spawn(serve_with(
         listener,
         server,
@@ -105,6 +117,49 @@ async fn half_sent_and_idle_connections_are_closed() {
     assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
     stop.send(()).unwrap();
     task.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_clients_idle_sockets_do_not_hold_up_other_clients() {
+    // Before: the connection cap was global, so 600 half-open sockets from one client made
+    // every request wait 9-14 s (here: until the header timeout, a minute).
+    let (addr, stop, task) = serve_limited(ConnectionLimits {
+        header_read: Duration::from_secs(60),
+        body_read: Duration::from_secs(60),
+        max_connections: 8,
+        max_connections_per_client: 3,
+    })
+    .await;
+    let mut idle = Vec::new();
+    for _ in 0..20 {
+        idle.push(TcpStream::connect(addr).await.unwrap());
+    }
+    // Those past the client's limit are answered 429 and closed at once.
+    let reply = read_to_close(idle.last_mut().unwrap(), Duration::from_secs(10)).await;
+    assert!(
+        reply.is_empty() || reply.starts_with("HTTP/1.1 429"),
+        "{reply}"
+    );
+    if !reply.is_empty() {
+        assert!(reply.contains("too_many_connections"), "{reply}");
+    }
+
+    // Another client (another loopback address) is served while they wait.
+    let other = tokio::net::TcpSocket::new_v4().unwrap();
+    other.bind("127.0.0.2:0".parse().unwrap()).unwrap();
+    let mut other = other.connect(addr).await.unwrap();
+    other
+        .write_all(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let reply = read_to_close(&mut other, Duration::from_secs(10)).await;
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+    stop.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(10), task)
+        .await
+        .expect("serve returned")
+        .unwrap()
+        .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

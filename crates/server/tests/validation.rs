@@ -271,6 +271,104 @@ async fn references_over_the_limit_are_refused_naming_the_field_and_the_limit() 
 }
 
 #[tokio::test]
+async fn a_million_empty_messages_are_refused_by_count_before_they_are_rendered() {
+    // Before: only content was counted before tokenizing, so 1.1 million empty messages
+    // (32 MiB) cost 21 s and 3 GB to render and tokenize before they were refused.
+    let empty = r#"{"role": "user", "content": ""}"#;
+    let n = 1_000_000;
+    let mut body = String::with_capacity(n * (empty.len() + 1) + 64);
+    body.push_str(r#"{"model": "smol", "max_tokens": 4, "messages": ["#);
+    for i in 0..n {
+        if i > 0 {
+            body.push(',');
+        }
+        body.push_str(empty);
+    }
+    body.push_str("]}");
+    assert!(body.len() <= specdec_server::MAX_BODY_BYTES);
+    let start = std::time::Instant::now();
+    let (s, v) = send_json(app(), post("/v1/chat/completions", &body)).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+    assert_eq!(v["error"]["param"], "messages", "{v}");
+    let message = v["error"]["message"].as_str().unwrap();
+    let max = specdec_server::validate::MAX_MESSAGES;
+    assert!(
+        message.contains(&format!("at most {max} messages")),
+        "{message}"
+    );
+    // Generous: counting is a fraction of a second; rendering them took 21 s.
+    let took = start.elapsed();
+    assert!(took < std::time::Duration::from_secs(10), "{took:?}");
+
+    // Fewer, but still over the cap: refused by count once parsed, before rendering.
+    let over: Vec<_> = (0..max + 1)
+        .map(|_| json!({"role": "user", "content": ""}))
+        .collect();
+    let (s, v) = send_json(
+        app(),
+        post(
+            "/v1/chat/completions",
+            &chat_body(json!({"messages": over})),
+        ),
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+    assert_eq!(v["error"]["param"], "messages", "{v}");
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(message.contains(&format!("got {}", max + 1)), "{message}");
+
+    // Token ids cost a value each too (a 30 MB body of them took 530 MB to parse).
+    let mut ids = String::from(r#"{"model": "smol", "max_tokens": 4, "prompt": ["#);
+    for i in 0..10_000_000 {
+        ids.push_str(if i == 0 { "1" } else { ",1" });
+    }
+    ids.push_str("]}");
+    let (s, v) = send_json(app(), post("/v1/completions", &ids)).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+    assert_eq!(v["error"]["param"], "prompt", "{v}");
+
+    // As many as the cap, each a template mark at least, still fit the byte estimate and
+    // are served.
+    let few: Vec<_> = (0..64)
+        .map(|i| json!({"role": if i % 2 == 0 { "user" } else { "assistant" }, "content": "ok"}))
+        .collect();
+    let (s, v) = send_json(
+        app(),
+        post("/v1/chat/completions", &chat_body(json!({"messages": few}))),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+}
+
+#[tokio::test]
+async fn a_temperature_of_1e_39_decodes_greedily_instead_of_garbage() {
+    // Before: 1e-39 reached the sampler as a subnormal f32 whose reciprocal is infinite,
+    // and the distribution became NaN: garbage text.
+    let text = |v: &serde_json::Value| v["choices"][0]["message"]["content"].clone();
+    let (s, greedy) = send_json(
+        app(),
+        post(
+            "/v1/chat/completions",
+            &chat_body(json!({"temperature": 0})),
+        ),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{greedy}");
+    for t in [1e-39, 1e-45, 1e-300, 5e-6] {
+        let (s, v) = send_json(
+            app(),
+            post(
+                "/v1/chat/completions",
+                &chat_body(json!({"temperature": t, "seed": 7})),
+            ),
+        )
+        .await;
+        assert_eq!(s, StatusCode::OK, "{t}: {v}");
+        assert_eq!(text(&v), text(&greedy), "temperature {t}");
+    }
+}
+
+#[tokio::test]
 async fn a_stop_string_over_the_limit_is_refused() {
     use specdec_server::validate::MAX_STOP_BYTES;
     // Before: 16 stop strings of 2 MB made decoding 18 times slower.

@@ -106,6 +106,33 @@ fn trace(rendered: &str, slots: &[Slot<'_>], messages: &[ChatMessage]) -> Option
     rest.is_empty().then_some(parts)
 }
 
+/// A render's fuel (minijinja's unit of work: one instruction, or 64 bytes of text made or
+/// read): a fixed allowance for the template's own logic and text, plus allowances per
+/// message and per byte of input text, so a conversation of any size renders. SmolLM2's,
+/// Qwen2.5's and Gemma 3's templates take at most 60 fuel a message and 1/16 a byte of
+/// content (ChatML's `+` chain builds each content four times): a sixteenth and an eighth
+/// of the allowances (measured on 1 to 1,000 messages and a 1 MiB content). A template
+/// that loops on its own (two nested loops of 100,000 are 10^10 steps and 10 GB of text,
+/// from a hostile model file) stops within milliseconds on a short chat, and in time
+/// proportional to the input on a long one (0.75 s for a 32 MiB message). Fuel bounds
+/// memory as well as time, since every byte written or built is charged: a render makes
+/// at most 64 bytes per fuel, so 12.5 MiB of its own and 32 bytes per byte of input.
+const FUEL_BASE: u64 = 200_000;
+const FUEL_PER_MESSAGE: u64 = 1_000;
+const FUEL_PER_KIB: u64 = 512;
+
+/// The fuel a render of `messages` with `contents` may use (see [`FUEL_BASE`]), and the
+/// bytes of its input (`extra`: the template's other variables).
+fn fuel_for(messages: &[ChatMessage], contents: &[&str], extra: usize) -> (u64, usize) {
+    let bytes: usize = messages.iter().map(|m| m.role.len()).sum::<usize>()
+        + contents.iter().map(|c| c.len()).sum::<usize>()
+        + extra;
+    let fuel = FUEL_BASE
+        .saturating_add(FUEL_PER_MESSAGE.saturating_mul(messages.len() as u64))
+        .saturating_add(FUEL_PER_KIB.saturating_mul(bytes as u64) / 1024);
+    (fuel, bytes)
+}
+
 /// ChatML, the format llama.cpp falls back to when a model has no template: it is what most
 /// instruction-tuned GGUFs without a template were trained on, and for a base model any
 /// consistent format serves.
@@ -216,7 +243,9 @@ impl ChatTemplate {
     }
 
     /// Renders `messages`; with `add_generation_prompt` the text ends where the assistant's
-    /// reply begins. Errors (including `raise_exception`) carry minijinja's message.
+    /// reply begins. Errors (including `raise_exception`) carry minijinja's message. The
+    /// work and the text of a render are bounded by its input's size (see [`FUEL_BASE`]):
+    /// past the bound it fails with [`TokenizerError::TemplateTooCostly`].
     pub fn render(&self, messages: &[ChatMessage], add_generation_prompt: bool) -> Result<String> {
         let contents: Vec<&str> = messages.iter().map(|m| m.content.as_str()).collect();
         self.render_with(messages, &contents, add_generation_prompt)
@@ -278,7 +307,7 @@ impl ChatTemplate {
         contents: &[&str],
         add_generation_prompt: bool,
     ) -> Result<String> {
-        let messages: Vec<Value> = messages
+        let values: Vec<Value> = messages
             .iter()
             .zip(contents)
             .map(|(m, &content)| {
@@ -289,14 +318,30 @@ impl ChatTemplate {
             })
             .collect();
         let ctx = minijinja::context! {
-            messages => messages,
+            messages => values,
             add_generation_prompt => add_generation_prompt,
             bos_token => self.bos_token.as_str(),
             eos_token => self.eos_token.as_str(),
         };
-        let render_err = |e: Error| TokenizerError::TemplateRender(e.to_string());
-        self.env
-            .get_template("chat_template")
+        let (fuel, bytes) = fuel_for(
+            messages,
+            contents,
+            self.bos_token.len() + self.eos_token.len(),
+        );
+        // A clone per render (shared compiled template, functions and filters: a few
+        // reference counts) because fuel is an environment setting and the budget is this
+        // render's.
+        let mut env = self.env.clone();
+        env.set_fuel(Some(fuel));
+        let render_err = |e: Error| match e.kind() {
+            ErrorKind::OutOfFuel => TokenizerError::TemplateTooCostly {
+                fuel,
+                messages: messages.len(),
+                bytes,
+            },
+            _ => TokenizerError::TemplateRender(e.to_string()),
+        };
+        env.get_template("chat_template")
             .map_err(render_err)?
             .render(ctx)
             .map_err(render_err)

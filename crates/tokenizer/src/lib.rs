@@ -58,6 +58,19 @@ pub enum TokenizerError {
     TemplateSyntax(String),
     #[error("cannot render the chat template: {0}")]
     TemplateRender(String),
+    /// The template did more work, or wrote more text, than a render of its input may
+    /// (see [`ChatTemplate::render`]): a template that loops on its own, as a hostile
+    /// model file's can.
+    #[error(
+        "the chat template needed more work than {fuel} fuel (minijinja's unit: an \
+         instruction, or 64 bytes of text) for {messages} messages of {bytes} bytes; a \
+         template that loops on its own is refused"
+    )]
+    TemplateTooCostly {
+        fuel: u64,
+        messages: usize,
+        bytes: usize,
+    },
 }
 
 pub type Result<T> = std::result::Result<T, TokenizerError>;

@@ -1,13 +1,13 @@
 //! `specdec rec knowledge`: the knowledge job (the library is `specdec_rec::job`).
 
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use specdec_engine::{DraftMethod, Engine, HistoryConfig, Pools, SamplingParams};
-use specdec_rec::job::{self, JobOptions, Shard, Warmup};
+use specdec_rec::job::{self, JobOptions, Shard, Summary, Warmup};
 
 use crate::common::{self, ModelArgs};
 use crate::verify_args::VerifyArgs;
@@ -95,24 +95,46 @@ impl Args {
 }
 
 /// SIGINT and SIGTERM set the first flag (the job stops admitting, finishes what is in
-/// flight and saves); a second one while it is set exits at once with 130. SIGTERM also
-/// sets the second.
-fn stop_flags() -> anyhow::Result<(Arc<AtomicBool>, Arc<AtomicBool>)> {
+/// flight and saves); a second one while it is set exits at once with 130. The second
+/// holds the number of the signal that stopped the job (0: none), for the exit status.
+fn stop_flags() -> anyhow::Result<(Arc<AtomicBool>, Arc<AtomicUsize>)> {
     use signal_hook::consts::{SIGINT, SIGTERM};
     let stop = Arc::new(AtomicBool::new(false));
-    let term = Arc::new(AtomicBool::new(false));
+    let signal = Arc::new(AtomicUsize::new(0));
     for sig in [SIGINT, SIGTERM] {
         // Registered first, so it sees the flag as the previous signal left it.
         signal_hook::flag::register_conditional_shutdown(sig, 130, Arc::clone(&stop))?;
+        signal_hook::flag::register_usize(sig, Arc::clone(&signal), sig as usize)?;
         signal_hook::flag::register(sig, Arc::clone(&stop))?;
     }
-    signal_hook::flag::register(SIGTERM, Arc::clone(&term))?;
-    Ok((stop, term))
+    Ok((stop, signal))
 }
 
-/// SIGTERM's exit status when records were left unstarted: not 0, because a Kubernetes Job
-/// would count the index complete and never do them; a retried pod resumes instead.
-const TERMINATED_EARLY: i32 = 143;
+/// The exit status of a run stopped by `signal` (if any) that ended with `summary`.
+///
+/// A stop that left records unstarted is not a success, whichever signal asked for it: a
+/// script or a Kubernetes Job would count the shard done and never run them. It exits
+/// 128 + the signal, as a shell reports a process the signal ended (130 for SIGINT, 143
+/// for SIGTERM; a retried pod resumes them). A stop that came after every record was
+/// admitted finished them all, so the run is judged as one never stopped: 0, or 2 when
+/// records failed, input lines were malformed or a pool save failed (a rerun with
+/// --resume redoes only those that failed).
+fn exit_status(signal: Option<i32>, summary: &Summary) -> i32 {
+    match signal {
+        Some(sig) if summary.not_started > 0 => 128 + sig,
+        _ if !summary.succeeded() => 2,
+        _ => 0,
+    }
+}
+
+/// The signal's name, for the message at exit.
+fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        signal_hook::consts::SIGINT => "SIGINT",
+        signal_hook::consts::SIGTERM => "SIGTERM",
+        _ => "a signal",
+    }
+}
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     // Flags first: a bad one fails before the model loads.
@@ -126,34 +148,90 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     // The files before the model: a bad input or output fails at once.
     let prepared = job::prepare(&args.input, &args.output, &opts)?;
-    let mut terminated = false;
+    let mut signal = None;
     let summary = if prepared.remaining() == 0 {
         // Nothing left (a rerun of a finished shard): no model needed.
         prepared.summary().clone()
     } else {
-        let (stop, term) = stop_flags()?;
+        let (stop, stopped_by) = stop_flags()?;
         let loaded = common::load(&args.model)?;
+        let context = loaded.model.config().context_length;
+        // Every prompt has a token, so such a --max-tokens fails every record without its
+        // own: refused before any runs. (The engine added the two unchecked, so a value
+        // near 2^64 wrapped past its context check and ran.)
+        if opts.max_tokens >= context {
+            anyhow::bail!(
+                "--max-tokens {} leaves no room for a prompt in the model's context of \
+                 {context} tokens",
+                opts.max_tokens
+            );
+        }
         let vocab = loaded.model.config().vocab;
         let pools = Pools::open(None, args.pools.clone(), vocab, HistoryConfig::default())?;
         let engine = Engine::new(&loaded.model, &loaded.tokenizer).with_pools(pools);
         let summary = job::execute(prepared, engine, &loaded.template, &opts, &stop)?;
-        terminated = term.load(std::sync::atomic::Ordering::SeqCst);
+        signal = match stopped_by.load(Ordering::SeqCst) {
+            0 => None,
+            sig => i32::try_from(sig).ok(),
+        };
         summary
     };
     eprintln!("{summary}");
-    if terminated && summary.not_started > 0 {
+    let status = exit_status(signal, &summary);
+    if let Some(sig) = signal.filter(|_| status > 2) {
         eprintln!(
-            "stopped by SIGTERM with {} records not started: exit {TERMINATED_EARLY} so that \
-             a retry resumes them",
+            "stopped by {} with {} records not started: exit {status}; run again with \
+             --resume for them",
+            signal_name(sig),
             summary.not_started
         );
-        std::process::exit(TERMINATED_EARLY);
     }
-    if !summary.succeeded() {
-        // Distinct from 1 (the job could not run): the shard ran to its end, but some
-        // records need a look (see the errors above); a rerun with --resume redoes
-        // only those that failed.
-        std::process::exit(2);
+    if status != 0 {
+        std::process::exit(status);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use signal_hook::consts::{SIGINT, SIGTERM};
+
+    fn summary(not_started: usize, failed: usize) -> Summary {
+        Summary {
+            total: 10,
+            done: 10 - not_started - failed,
+            failed,
+            not_started,
+            interrupted: not_started > 0,
+            ..Summary::default()
+        }
+    }
+
+    /// Ctrl-C with records unstarted exited 0, as if the shard were done.
+    #[test]
+    fn an_interrupted_run_with_records_left_exits_non_zero() {
+        assert_eq!(exit_status(Some(SIGINT), &summary(3, 0)), 130);
+        assert_eq!(exit_status(Some(SIGTERM), &summary(3, 0)), 143);
+        // Unstarted records outrank failed ones: a retry resumes both.
+        assert_eq!(exit_status(Some(SIGINT), &summary(3, 1)), 130);
+    }
+
+    #[test]
+    fn a_run_stopped_after_every_record_was_admitted_exits_as_if_never_stopped() {
+        for sig in [None, Some(SIGINT), Some(SIGTERM)] {
+            assert_eq!(exit_status(sig, &summary(0, 0)), 0);
+            assert_eq!(exit_status(sig, &summary(0, 1)), 2);
+        }
+        let malformed = Summary {
+            malformed: 1,
+            ..summary(0, 0)
+        };
+        assert_eq!(exit_status(Some(SIGINT), &malformed), 2);
+        let unsaved = Summary {
+            save_failures: 1,
+            ..summary(0, 0)
+        };
+        assert_eq!(exit_status(None, &unsaved), 2);
+    }
 }

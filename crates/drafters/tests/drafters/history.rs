@@ -31,6 +31,44 @@ fn index_of(docs: &[Vec<u32>]) -> HistoryIndex {
     h
 }
 
+/// The index as it behaved when it kept a list of document hashes: two generations of
+/// whole documents, exact duplicates of a held one skipped, the older dropped when the
+/// newer is full. Documents are compared by content (the index compares hashes, which
+/// differ for the distinct documents these tests make).
+struct Reference {
+    half_cap: usize,
+    gens: [Vec<Vec<u32>>; 2],
+}
+
+impl Reference {
+    fn new(max_tokens: usize) -> Self {
+        Reference {
+            half_cap: (max_tokens / 2).max(1),
+            gens: [Vec::new(), Vec::new()],
+        }
+    }
+
+    fn insert(&mut self, doc: &[u32]) -> bool {
+        let doc = &doc[doc.len().saturating_sub(self.half_cap)..];
+        if doc.is_empty() || self.gens.iter().flatten().any(|d| d == doc) {
+            return false;
+        }
+        if self.gens[1].iter().map(Vec::len).sum::<usize>() + doc.len() > self.half_cap {
+            self.gens[0] = std::mem::take(&mut self.gens[1]);
+        }
+        self.gens[1].push(doc.to_vec());
+        true
+    }
+
+    fn held(&self) -> Vec<Vec<u32>> {
+        self.gens.concat()
+    }
+}
+
+fn held(h: &HistoryIndex) -> Vec<Vec<u32>> {
+    h.documents_held().map(<[u32]>::to_vec).collect()
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
@@ -105,6 +143,67 @@ proptest! {
                 .last()
                 .unwrap_or(0);
             prop_assert!(h.tokens() >= recent, "{} held, {} recent", h.tokens(), recent);
+        }
+    }
+
+    /// Inserting through hash sets instead of a scanned list changes nothing: what is
+    /// added, skipped and evicted, what a file loads back to (under the same cap or a
+    /// smaller one), and what matches. The alphabet is wide enough that the root, and
+    /// some states below it, hold more transitions than a sorted list keeps.
+    #[test]
+    fn inserts_and_loads_agree_with_the_reference_model(
+        docs in vec(vec(0u32..300, 1..12), 1..200),
+        repeats in vec(any::<prop::sample::Index>(), 0..40),
+        cap in 4usize..600,
+        smaller in 2usize..600,
+        probes in vec(vec(0u32..300, 1..6), 0..20),
+    ) {
+        let cfg = |max_tokens| HistoryConfig { max_tokens, prompt_tail: 8 };
+        let mut docs = docs;
+        // Exact repeats of earlier documents, some of them still held.
+        for r in &repeats {
+            let d = r.get(&docs).clone();
+            docs.push(d);
+        }
+        let mut h = HistoryIndex::new(cfg(cap));
+        let mut want = Reference::new(cap);
+        for d in &docs {
+            prop_assert_eq!(h.insert(d), want.insert(d), "{:?}", d);
+            prop_assert_eq!(h.documents(), want.held().len());
+            prop_assert_eq!(h.tokens(), want.held().iter().map(Vec::len).sum::<usize>());
+        }
+        prop_assert_eq!(held(&h), want.held());
+        let b = h.to_bytes();
+        let back = HistoryIndex::from_bytes(&b, cfg(cap)).unwrap();
+        prop_assert_eq!(held(&back), want.held());
+        prop_assert!(back == h);
+        // A smaller cap keeps the newest, as inserting them one by one would.
+        let mut want_small = Reference::new(smaller);
+        for d in want.held() {
+            want_small.insert(&d);
+        }
+        let small = HistoryIndex::from_bytes(&b, cfg(smaller)).unwrap();
+        prop_assert_eq!(held(&small), want_small.held());
+        // Matches and continuation counts over the held documents, generation by generation.
+        let mut pats = probes;
+        pats.extend(want.held().iter().map(|d| d[..d.len().min(3)].to_vec()));
+        let mut c = Vec::new();
+        for pat in &pats {
+            prop_assert_eq!(h.longest_match(pat), brute_longest(&want.held(), pat), "{:?}", pat);
+            for (g, m) in h.matchers_at(pat, pat.len()).iter().enumerate() {
+                if m.len != pat.len() {
+                    continue;
+                }
+                h.continuations(g, m.state, &mut c);
+                for &(t, _, count) in &c {
+                    let mut longer = pat.clone();
+                    longer.push(t);
+                    prop_assert_eq!(count as usize, occurrences(&want.gens[g], &longer));
+                }
+                for w in c.windows(2) {
+                    prop_assert!(w[0].2 > w[1].2 || (w[0].2 == w[1].2 && w[0].0 < w[1].0));
+                }
+            }
         }
     }
 
@@ -186,4 +285,40 @@ fn matching_follows_an_index_that_changes_under_a_request() {
         .draft(&[0, 1, 2, 3, 4, 5], 3);
     assert_eq!(tree, fresh);
     assert_eq!(d.match_len(), 5);
+}
+
+/// 300,000 distinct two-token documents, as requests can grow a pool's history: tokens
+/// spread over a 49,152-id vocabulary (SmolLM2's), the pairs a fixed pseudo-random walk.
+fn many_short_documents() -> Vec<[u32; 2]> {
+    const VOCAB: u64 = 49_152;
+    (0..300_000u64)
+        .map(|i| {
+            // i < VOCAB^2, so every pair is distinct; the multiplier scatters them.
+            let k = i.wrapping_mul(0x9e37_79b9) % (VOCAB * VOCAB);
+            [(k / VOCAB) as u32, (k % VOCAB) as u32]
+        })
+        .collect()
+}
+
+/// Each insert used to scan every held document's hash: 300,000 two-token documents took
+/// 10.7 s to insert or load, a stall for every request of the pool. Linear now; the bound
+/// is an order of magnitude above what it takes, and far below the quadratic time.
+#[test]
+fn many_short_documents_insert_and_load_in_linear_time() {
+    let docs = many_short_documents();
+    let t0 = std::time::Instant::now();
+    let mut h = HistoryIndex::default();
+    for d in &docs {
+        assert!(h.insert(d));
+    }
+    let inserted = t0.elapsed();
+    let b = h.to_bytes();
+    let t0 = std::time::Instant::now();
+    let back = HistoryIndex::from_bytes(&b, HistoryConfig::default()).unwrap();
+    let loaded = t0.elapsed();
+    assert!(back == h, "the loaded index holds the same documents");
+    eprintln!("insert {inserted:?}, load {loaded:?}");
+    let bound = std::time::Duration::from_secs(if cfg!(debug_assertions) { 60 } else { 5 });
+    assert!(inserted < bound, "300,000 inserts took {inserted:?}");
+    assert!(loaded < bound, "loading 300,000 documents took {loaded:?}");
 }

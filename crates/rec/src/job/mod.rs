@@ -7,6 +7,7 @@ pub mod input;
 pub mod output;
 pub mod progress;
 pub mod queue;
+pub mod replay;
 pub mod run;
 pub mod shard;
 

@@ -66,6 +66,25 @@ impl Queue {
         self.targets.pop_front()
     }
 
+    /// Returns `task` (just handed out) to the head of its line.
+    pub fn put_back(&mut self, task: Task) {
+        if task.record.role == Role::Warmup {
+            self.warmup.push_front(task);
+        } else {
+            self.targets.push_front(task);
+        }
+    }
+
+    /// The tasks still to admit, in the order they will be.
+    pub fn tasks(&self) -> impl Iterator<Item = &Task> {
+        self.warmup.iter().chain(&self.targets)
+    }
+
+    /// The tasks, in order, taken out.
+    pub fn into_tasks(self) -> impl Iterator<Item = Task> {
+        self.warmup.into_iter().chain(self.targets)
+    }
+
     /// Drops what was not admitted (a stop was asked); how many that was.
     pub fn abandon(&mut self) -> usize {
         let n = self.len();

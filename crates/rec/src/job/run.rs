@@ -16,6 +16,7 @@ use super::input::{read_input, Task};
 use super::output::OutputFile;
 use super::progress::{Progress, Summary};
 use super::queue::{Queue, Warmup};
+use super::replay::{self, Replay};
 use super::shard::Shard;
 use crate::records::{KnowledgeOutput, Role, VerifyMode};
 use crate::RecError;
@@ -67,6 +68,16 @@ struct Slot {
 
 impl specdec_engine::Job for Slot {}
 
+/// The record's prompt in the chat template, tokenized.
+pub(super) fn prompt(
+    engine: &Engine<'_>,
+    template: &ChatTemplate,
+    task: &Task,
+) -> Result<Vec<u32>, EngineError> {
+    let message = ChatMessage::new("user", task.record.prompt.as_str());
+    Ok(engine.tokenizer().encode_chat(template, &[message], true)?)
+}
+
 /// The record's greedy request: its prompt in the chat template, drafting from its
 /// group's pool.
 fn request(
@@ -75,8 +86,7 @@ fn request(
     task: &Task,
     opts: &JobOptions,
 ) -> Result<GenerateRequest, EngineError> {
-    let message = ChatMessage::new("user", task.record.prompt.as_str());
-    let prompt = engine.tokenizer().encode_chat(template, &[message], true)?;
+    let prompt = prompt(engine, template, task)?;
     let max_tokens = task.record.max_tokens.unwrap_or(opts.max_tokens);
     Ok(GenerateRequest {
         speculation: Speculation {
@@ -125,6 +135,8 @@ pub struct Prepared {
     queue: Queue,
     output: OutputFile,
     summary: Summary,
+    /// Set when a record is relaxed: its learning is then fed in a fixed order.
+    replay: Option<Replay>,
 }
 
 impl Prepared {
@@ -153,23 +165,36 @@ pub fn prepare(input: &Path, output: &Path, opts: &JobOptions) -> Result<Prepare
         tracing::error!("{}: {m}", input.display());
     }
     summary.malformed = parsed.malformed.len();
-    let (output, done) = OutputFile::open(output, opts.resume)?;
+    let (out_file, done) = OutputFile::open(output, opts.resume)?;
+    // Only drafts from pools can depend on what other records taught them.
+    let relaxed = opts.method.uses_pool() && parsed.tasks.iter().any(|t| t.acceptance.is_relaxed());
     let mut tasks = Vec::new();
+    let mut done_tasks = Vec::new();
     for t in parsed.tasks {
         if opts.shard.is_some_and(|s| !s.contains(&t.record.id)) {
             summary.other_shards += 1;
         } else if done.contains(&t.record.id) {
             summary.already_done += 1;
+            done_tasks.push(t);
         } else {
             tasks.push(t);
         }
     }
     let queue = Queue::new(tasks, opts.warmup);
     summary.total = queue.len();
+    let replay = relaxed.then(|| {
+        let mut outputs = replay::done_outputs(output);
+        let done: Vec<_> = Queue::new(done_tasks, opts.warmup)
+            .into_tasks()
+            .filter_map(|t| outputs.remove(&t.record.id).map(|o| (t, o)))
+            .collect();
+        Replay::new(&queue.tasks().cloned().collect::<Vec<_>>(), done)
+    });
     Ok(Prepared {
         queue,
-        output,
+        output: out_file,
         summary,
+        replay,
     })
 }
 
@@ -201,16 +226,24 @@ pub fn execute(
         mut queue,
         output: mut out_file,
         mut summary,
+        mut replay,
     } = job;
     let mut sched: Scheduler<'_, Slot> = Scheduler::new(engine, opts.concurrency);
-    if let Some(every) = opts.save_every {
+    // With relaxed records the pools are written once, at the end (see `replay`).
+    if let (Some(every), None) = (opts.save_every, &replay) {
         sched = sched.saving_every(every);
     }
     let mut progress = Progress::for_stderr(summary.total, opts.progress_every);
     let mut warmups_running = 0usize;
-    let fail = |summary: &mut Summary, task: &Task, e: &dyn std::fmt::Display| {
+    let fail = |summary: &mut Summary,
+                replay: &mut Option<Replay>,
+                task: &Task,
+                e: &dyn std::fmt::Display| {
         tracing::error!("record {} (line {}): {e}", task.record.id, task.line);
         summary.failed += 1;
+        if let Some(r) = replay {
+            r.finished(task, None);
+        }
     };
     let result = loop {
         if stop.load(Ordering::Relaxed) && !queue.is_empty() {
@@ -227,22 +260,49 @@ pub fn execute(
             let Some(task) = queue.next(warmups_running) else {
                 break;
             };
+            if replay.as_ref().is_some_and(|r| !r.ready(&task)) {
+                // It drafts from records still generating: it waits for them.
+                queue.put_back(task);
+                break;
+            }
             let req = match request(sched.engine(), template, &task, opts) {
                 Ok(r) => r,
                 Err(e) => {
-                    fail(&mut summary, &task, &e);
+                    fail(&mut summary, &mut replay, &task, &e);
                     continue;
                 }
             };
+            let drafter = match &mut replay {
+                None => None,
+                Some(r) => match r.pool_for(sched.engine_mut(), template, opts.method, &task) {
+                    Ok(pool) => Some(opts.method.drafter(&pool)),
+                    Err(e) => {
+                        fail(&mut summary, &mut replay, &task, &e);
+                        continue;
+                    }
+                },
+            };
             let warmup = task.record.role == Role::Warmup;
-            match sched.admit(req, Box::new(|_: &str| true), Slot { task }, None) {
+            let sink = Box::new(|_: &str| true);
+            let admitted = match drafter {
+                None => sched.admit(req, sink, Slot { task }, None),
+                Some(d) => sched.admit_with(req, d, sink, Slot { task }, None),
+            };
+            match admitted {
                 Ok(()) => warmups_running += usize::from(warmup),
-                Err((slot, e)) => fail(&mut summary, &slot.task, &e),
+                Err((slot, e)) => fail(&mut summary, &mut replay, &slot.task, &e),
             }
         }
         // Idle after admitting means nothing is left: with no warm-up running the queue
         // hands out whatever it still has.
         if sched.is_idle() {
+            if !queue.is_empty() {
+                // Every record before a waiting one was admitted and has left, so this
+                // never happens; if it did, say so rather than end quietly.
+                tracing::error!("{} records could not be admitted", queue.len());
+                summary.interrupted = true;
+                summary.not_started = queue.abandon();
+            }
             break Ok(());
         }
         let finished = sched.step(&mut |_, p| progress.tokens(p.new_tokens));
@@ -258,13 +318,18 @@ pub fn execute(
                         write_error.get_or_insert(e);
                         continue;
                     }
+                    if let Some(r) = &mut replay {
+                        r.finished(&task, Some(out.token_ids.clone()));
+                    }
                     summary.done += 1;
                     summary.completion_tokens += out.completion_tokens;
                     summary.decode_steps += out.spec.steps;
                     summary.relaxed_tokens += out.spec.relaxed_tokens;
                 }
-                Outcome::Expired(_) => fail(&mut summary, &task, &"ran past a deadline"),
-                Outcome::Failed(e) => fail(&mut summary, &task, &e),
+                Outcome::Expired(_) => {
+                    fail(&mut summary, &mut replay, &task, &"ran past a deadline")
+                }
+                Outcome::Failed(e) => fail(&mut summary, &mut replay, &task, &e),
             }
         }
         progress.update(&summary);
@@ -273,6 +338,21 @@ pub fn execute(
         }
     };
     progress.finish();
+    if let Some(r) = &mut replay {
+        if summary.interrupted || result.is_err() {
+            // The output is the journal: `--resume` feeds the pools from it in order.
+            tracing::info!(
+                "the pools are not saved: with relaxed records they are written once every \
+                 record is done (--resume feeds them from the output)"
+            );
+            summary.elapsed = start.elapsed();
+            return result.map(|()| summary);
+        }
+        if let Err(e) = r.feed_all(sched.engine_mut(), template, opts.method) {
+            tracing::error!("could not feed the pools the job's records: {e}");
+            summary.save_failures += 1;
+        }
+    }
     // Saved even when a write failed: what the pools learned is still good.
     // (The engine logs each failure with its file and cause.)
     let saved = sched.engine_mut().save_drafting_state();

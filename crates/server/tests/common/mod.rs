@@ -10,27 +10,17 @@ use axum::http::{Request, StatusCode};
 use axum::Router;
 use http_body_util::BodyExt;
 use serde_json::{json, Value};
-use specdec_engine::DraftMethod;
 use specdec_server::{router, AppState, Server, ServerConfig};
 use tower::ServiceExt;
 
 pub fn config() -> ServerConfig {
     ServerConfig {
-        model: specdec_model_store::resolve(None, true).expect("default model"),
         model_id: Some("smol".into()),
-        api_key: None,
-        threads: 2,
         max_concurrent: 4,
         max_queue: 16,
         timeout: Duration::from_secs(120),
-        trie: None,
-        pools: None,
-        history_tokens: 1 << 20,
-        default_method: DraftMethod::Auto,
-        default_max_draft: 32,
         prefix_cache_bytes: 64 << 20,
-        catalogue: None,
-        draft_model: None,
+        ..ServerConfig::new(specdec_model_store::resolve(None, true).expect("default model"))
     }
 }
 

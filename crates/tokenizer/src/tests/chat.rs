@@ -95,3 +95,69 @@ fn a_template_that_rewrites_contents_is_an_error_not_a_guess() {
         }
     }
 }
+
+/// Renders `messages` with `src` on a thread, so that a template that never ends fails the
+/// test instead of hanging it (the thread is left behind).
+fn render_within(src: &str, messages: Vec<ChatMessage>) -> crate::Result<Vec<ChatPart>> {
+    let t = template(src);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(t.render_parts(&messages, true));
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the render ended")
+}
+
+/// A chat template is model-file input: one with nested loops (10^10 steps, 10 GB of
+/// text) hung the server's tokenizing for good. Its work is bounded now, by its input's
+/// size, and running out is its own error.
+#[test]
+fn a_chat_template_with_nested_loops_runs_out_of_fuel() {
+    let hostile = [
+        // Endless text.
+        "{% for a in range(100000) %}{% for b in range(100000) %}x{% endfor %}{% endfor %}",
+        // Endless work writing nothing.
+        "{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}",
+        // Few steps, each building a large string.
+        "{% for a in range(100000) %}{{ 'x' * 100000 }}{% endfor %}",
+        "{% set ns = namespace(s='x') %}{% for a in range(64) %}{% set ns.s = ns.s + ns.s %}{% endfor %}{{ ns.s }}",
+    ];
+    for src in hostile {
+        let messages = vec![ChatMessage::new("user", "hi")];
+        match render_within(src, messages) {
+            Err(TokenizerError::TemplateTooCostly {
+                fuel,
+                messages,
+                bytes,
+            }) => {
+                assert_eq!((messages, bytes), (1, 4 + 2 + "<s></s>".len()), "{src}");
+                assert_eq!(fuel, 200_000 + 1_000 + 6, "{src}");
+            }
+            other => panic!("{src}: {other:?}"),
+        }
+    }
+}
+
+/// The bound grows with the conversation: a long one, and a large one, render through
+/// ChatML as they did without a bound.
+#[test]
+fn long_and_large_conversations_render_within_their_fuel() {
+    let t = ChatTemplate::chatml("", "<|im_end|>").unwrap();
+    let many: Vec<ChatMessage> = (0..20_000)
+        .map(|i| ChatMessage::new(["user", "assistant"][i % 2], format!("turn {i}")))
+        .collect();
+    let large = vec![
+        ChatMessage::new("system", "s".repeat(1 << 20)),
+        ChatMessage::new("user", "u".repeat(8 << 20)),
+    ];
+    let empty: Vec<ChatMessage> = (0..50_000).map(|_| ChatMessage::new("user", "")).collect();
+    for messages in [many, large, empty] {
+        let want: String = messages
+            .iter()
+            .map(|m| format!("<|im_start|>{}\n{}<|im_end|>\n", m.role, m.content))
+            .chain(["<|im_start|>assistant\n".to_string()])
+            .collect();
+        assert_eq!(t.render(&messages, true).unwrap(), want);
+        assert_eq!(joined(&t.render_parts(&messages, true).unwrap()), want);
+    }
+}
