@@ -161,5 +161,20 @@ fn relaxed_jobs_are_reproducible_and_a_killed_one_resumes_to_the_same_texts_and_
         "a resumed relaxed run differs from an uninterrupted one"
     );
     assert!(pool_files(&pc) == pools, "the resumed run's pools differ");
+
+    // Resuming a finished job feeds nothing twice (its marker lists what the pools hold).
+    ok(knowledge(&input, &a, &pa, &["--resume"]));
+    assert!(
+        pool_files(&pa) == pools,
+        "a resumed finished job fed its records again"
+    );
+    // Killed after its last record but before its pools were written: a resume writes them.
+    std::fs::remove_dir_all(&pb).unwrap();
+    std::fs::remove_file(dir.join("b.jsonl.pools-fed")).unwrap();
+    ok(knowledge(&input, &b, &pb, &["--resume"]));
+    assert!(
+        pool_files(&pb) == pools,
+        "the pools of a finished job were not written"
+    );
     std::fs::remove_dir_all(dir).unwrap();
 }

@@ -134,8 +134,10 @@ pub(crate) fn write_locked(path: &Path, bytes: &[u8]) -> Result<(), DraftError> 
     Ok(())
 }
 
-/// [`write_locked`] under the file's lock.
-pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), DraftError> {
+/// Writes `bytes` to `path` atomically and durably (a temporary file, fsynced, renamed
+/// into place, the folder fsynced) under the file's lock: a crash leaves the old file or
+/// the new one, never a torn one.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), DraftError> {
     let _lock = FileLock::exclusive(path)?;
     write_locked(path, bytes)
 }

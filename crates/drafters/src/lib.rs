@@ -43,6 +43,7 @@ mod trie_io;
 
 pub use build::TreeBuilder;
 pub use error::DraftError;
+pub use file_io::write_atomic;
 pub use history::{HistoryConfig, HistoryIndex};
 pub use history_drafter::{HistoryDrafter, HistoryDrafterConfig};
 pub use mix::MixDrafter;

@@ -25,7 +25,7 @@ pub use method::DraftMethod;
 pub use pools::{history_file, load_trie, new_trie, Pool, PoolLimits, PoolName, Pools};
 pub use request::{CacheScope, FinishReason, GenerateOutput, GenerateRequest, Speculation, Tenant};
 pub use scheduler::{Finished, Job, Outcome, Scheduler};
-pub use specdec_drafters::{HistoryConfig, MAX_REFERENCE_TOKENS};
+pub use specdec_drafters::{write_atomic, HistoryConfig, MAX_REFERENCE_TOKENS};
 pub use specdec_runtime::{Model, ModelConfig, Target};
 pub use specdec_tokenizer::{ChatMessage, ChatTemplate, Tokenizer};
 pub use specdec_verify::{sampling, Acceptance, Relaxed, Rng, SamplingParams};

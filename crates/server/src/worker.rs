@@ -333,6 +333,7 @@ fn run(
             }
         }
         scheduler.engine_mut().pools_mut().poll_loads();
+        settle_waiting(scheduler, config, metrics, shutdown, &mut waiting);
         while scheduler.has_room() {
             let Some(i) = waiting
                 .iter()
@@ -382,6 +383,36 @@ fn run(
                 }
             };
             let _ = f.job.events.try_send(Event::Done(result));
+        }
+    }
+}
+
+/// Requests waiting for their pool still hear of their client leaving, of shutdown and of
+/// the timeout.
+fn settle_waiting(
+    scheduler: &mut Scheduler<'_, Running>,
+    config: &WorkerConfig,
+    metrics: &Metrics,
+    shutdown: &Arc<Shutdown>,
+    waiting: &mut VecDeque<Job>,
+) {
+    let mut i = 0;
+    while i < waiting.len() {
+        let j = &waiting[i];
+        if j.events.is_closed() || shutdown.cancelling() {
+            // Answered (or dropped) by `admit`, which admits neither.
+            let job = waiting.remove(i).expect("in range");
+            admit(scheduler, config, metrics, shutdown, job);
+        } else if j.arrived.elapsed() >= config.timeout {
+            let job = waiting.remove(i).expect("in range");
+            metrics.queued(-1);
+            tracing::warn!("a request timed out waiting for its drafting pool to load");
+            metrics.finished("timeout", 0, &SpecStats::default(), job.arrived.elapsed());
+            let _ = job.events.try_send(Event::Done(Err(ApiError::Timeout(
+                config.timeout.as_secs(),
+            ))));
+        } else {
+            i += 1;
         }
     }
 }

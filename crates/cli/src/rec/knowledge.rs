@@ -149,7 +149,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     // The files before the model: a bad input or output fails at once.
     let prepared = job::prepare(&args.input, &args.output, &opts)?;
     let mut signal = None;
-    let summary = if prepared.remaining() == 0 {
+    let summary = if !prepared.has_work() {
         // Nothing left (a rerun of a finished shard): no model needed.
         prepared.summary().clone()
     } else {

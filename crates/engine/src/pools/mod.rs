@@ -4,6 +4,7 @@
 //! scoped: each tenant has its own, the operator names the ones every tenant shares, and
 //! a private request shares none (see [`Pools::pool_in`]).
 
+mod files;
 mod store;
 
 use std::collections::{HashMap, HashSet};
@@ -15,6 +16,11 @@ use specdec_drafters::{DraftError, HistoryConfig, HistoryIndex, Trie, TrieConfig
 
 use crate::request::{CacheScope, Tenant};
 use crate::EngineError;
+use files::{
+    check_writable, read_history, read_store, read_trie, remove_oldest_folder, saved_pool_names,
+    tenant_folder, Loaded, TENANTS_DIR, TENANT_DEFAULT,
+};
+pub use files::{history_file, load_trie, new_trie};
 use store::{Saver, Store};
 
 /// A pool's name: 1 to 64 of `A-Z a-z 0-9 . _ -`, not starting with a dot, so it is also a
@@ -42,51 +48,6 @@ impl PoolName {
 impl std::fmt::Display for PoolName {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.0)
-    }
-}
-
-/// The trie saved at `path` if that file exists, else an empty one (a process's first run).
-/// A file with a token id outside a vocabulary of `vocab` ids (a trie learned on another
-/// model) or that is not a regular file is an error.
-pub fn load_trie(path: Option<&Path>, vocab: usize) -> Result<Arc<Mutex<Trie>>, DraftError> {
-    Ok(Arc::new(Mutex::new(read_trie(path, vocab)?)))
-}
-
-fn read_trie(path: Option<&Path>, vocab: usize) -> Result<Trie, DraftError> {
-    match path {
-        // Anything that exists but is not a regular file is refused by `Trie::load`.
-        Some(p) if p.exists() => Trie::load_for_vocab(p, vocab),
-        _ => Ok(Trie::new(TrieConfig::default())),
-    }
-}
-
-/// An empty trie with default limits.
-pub fn new_trie() -> Arc<Mutex<Trie>> {
-    Arc::new(Mutex::new(Trie::new(TrieConfig::default())))
-}
-
-/// Where the history index of a pool whose trie is saved at `trie_file` is saved: the same
-/// name with the extension `history` (appended when the trie file already has that
-/// extension, so the two never share a file).
-pub fn history_file(trie_file: &Path) -> PathBuf {
-    if trie_file.extension().is_some_and(|e| e == "history") {
-        let mut name = trie_file.as_os_str().to_owned();
-        name.push(".history");
-        PathBuf::from(name)
-    } else {
-        trie_file.with_extension("history")
-    }
-}
-
-/// The history index saved at `path` if that file exists, else an empty one.
-fn read_history(
-    path: Option<&Path>,
-    cfg: &HistoryConfig,
-    vocab: usize,
-) -> Result<HistoryIndex, DraftError> {
-    match path {
-        Some(p) if p.exists() => HistoryIndex::load(p, cfg.clone(), vocab),
-        _ => Ok(HistoryIndex::new(cfg.clone())),
     }
 }
 
@@ -184,32 +145,6 @@ impl Default for PoolLimits {
     }
 }
 
-/// The file name of a tenant's default pool: not a [`PoolName`] (those never hold `@`).
-const TENANT_DEFAULT: &str = "@default";
-
-/// Where tenants' pools are kept inside the pools folder, one folder per tenant.
-const TENANTS_DIR: &str = "tenants";
-
-/// A tenant's folder name: a digest of its identity, so that no identity reaches a path.
-fn tenant_folder(t: &Tenant) -> String {
-    use sha2::{Digest, Sha256};
-    let d = Sha256::digest(t.id().as_bytes());
-    d[..16].iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// Refuses a folder or file that drafting state could not be saved to, before anything
-/// learns: a missing folder is created, and a file is written and removed to prove it.
-fn check_writable(dir: &Path) -> Result<(), EngineError> {
-    let failed = |source| EngineError::StateFolder {
-        path: dir.to_path_buf(),
-        source,
-    };
-    std::fs::create_dir_all(dir).map_err(failed)?;
-    let probe = dir.join(format!(".specdec-write-check-{}", std::process::id()));
-    std::fs::write(&probe, b"").map_err(failed)?;
-    std::fs::remove_file(&probe).map_err(failed)
-}
-
 /// The global pool and the named pools, the operator's and each tenant's.
 pub struct Pools {
     global: Store,
@@ -230,9 +165,9 @@ pub struct Pools {
     saver: Saver,
     /// Pools being read by background threads, and where they report.
     loading: HashSet<Key>,
-    /// Pools whose background read failed: the next `pool_in` reads again, on the
-    /// caller's thread, and reports the error to its request.
-    failed_loads: HashSet<Key>,
+    /// Pools whose background read failed, with the error the next `pool_in` of each
+    /// reports (without reading again on the caller's thread).
+    failed_loads: HashMap<Key, EngineError>,
     loads: (Sender<Loaded>, Receiver<Loaded>),
     /// The model's vocabulary size: pool files are checked against it when loaded.
     vocab: Option<usize>,
@@ -258,7 +193,7 @@ impl Pools {
             clock: 0,
             saver: Saver::default(),
             loading: HashSet::new(),
-            failed_loads: HashSet::new(),
+            failed_loads: HashMap::new(),
             loads: mpsc::channel(),
             vocab: None,
             history: HistoryConfig::default(),
@@ -371,6 +306,9 @@ impl Pools {
             s.last_used = self.clock;
             return Ok(s.pool.clone());
         }
+        if let Some(e) = self.failed_loads.remove(&key) {
+            return Err(e);
+        }
         if let Some(name) = &key.name {
             self.check_room_for(&key.owner, name)?;
         }
@@ -411,7 +349,7 @@ impl Pools {
         if self.loading.contains(&key) {
             return false;
         }
-        if self.failed_loads.remove(&key) {
+        if self.failed_loads.contains_key(&key) {
             return true;
         }
         if let Some(n) = &key.name {
@@ -432,7 +370,14 @@ impl Pools {
         let spawned = std::thread::Builder::new()
             .name("specdec-pool-loader".into())
             .spawn(move || {
-                let store = read_store(&k, file, vocab, &history);
+                let read = || read_store(&k, file, vocab, &history);
+                // A read that panics still answers, or its request would wait for ever.
+                let store = std::panic::catch_unwind(std::panic::AssertUnwindSafe(read))
+                    .unwrap_or_else(|_| {
+                        Err(EngineError::Panicked(format!(
+                            "reading drafting pool {k:?}"
+                        )))
+                    });
                 let _ = tx.send((k, store));
             });
         match spawned {
@@ -448,18 +393,24 @@ impl Pools {
     }
 
     /// Puts in place the pools background threads finished reading (after a failed read,
-    /// `prepare` says ready once, and `pool_in` reads again and reports the error).
+    /// `prepare` says ready and the next `pool_in` reports the error).
     pub fn poll_loads(&mut self) {
         while let Ok((key, store)) = self.loads.1.try_recv() {
             self.loading.remove(&key);
-            let Ok(store) = store else {
-                self.failed_loads.insert(key);
-                continue;
+            let mut store = match store {
+                Ok(s) => s,
+                Err(e) => {
+                    self.failed_loads.insert(key, e);
+                    continue;
+                }
             };
             if self.loaded.contains_key(&key) || self.retiring.contains_key(&key) {
                 continue;
             }
             self.make_room();
+            // Just read for a waiting request: the last to be unloaded.
+            self.clock += 1;
+            store.last_used = self.clock;
             self.loaded.insert(key, store);
         }
     }
@@ -501,6 +452,22 @@ impl Pools {
     /// Unloads the least recently used pools that no request holds until there is room for
     /// one more; a pool with unsaved learning is saved in the background first.
     fn make_room(&mut self) {
+        // Unloaded pools whose saves keep failing (a full disk) count too; past the limit
+        // the oldest is given up, loudly, rather than memory growing without bound.
+        while self.loaded.len() + self.retiring.len() >= self.limits.max_loaded {
+            let stuck = self
+                .retiring
+                .iter()
+                .filter(|(_, s)| !s.is_saving())
+                .min_by_key(|(_, s)| s.last_used)
+                .map(|(k, _)| k.clone());
+            let Some(key) = stuck else { break };
+            let s = self.retiring.remove(&key).expect("found above");
+            tracing::error!(
+                "gave up saving drafting pool {}: its last saves failed and memory is full",
+                s.file.as_deref().unwrap_or(Path::new("?")).display()
+            );
+        }
         while self.loaded.len() >= self.limits.max_loaded {
             let lru = self
                 .loaded
@@ -536,28 +503,25 @@ impl Pools {
         if folder.is_dir() || !create {
             return Some(folder);
         }
+        // The folder itself is made by the first save. Past the limit the tenant whose
+        // pools were saved longest ago makes room, so that no client can fill the disk
+        // with tenants nor keep new tenants from saving.
         let count = *self
             .tenant_folders
             .get_or_insert_with(|| std::fs::read_dir(&tenants).map_or(0, |d| d.count()));
         if count >= self.limits.max_saved_tenants {
-            tracing::warn!(
-                "{count} tenants have saved pools, the limit: a new tenant's pools stay in memory"
-            );
-            return None;
-        }
-        match std::fs::create_dir_all(&folder) {
-            Ok(()) => {
-                self.tenant_folders = Some(count + 1);
-                Some(folder)
+            match remove_oldest_folder(&tenants) {
+                Some(old) => tracing::warn!(
+                    "{count} tenants have saved pools, the limit: removed the least recently \
+                     saved ({})",
+                    old.display()
+                ),
+                None => return None,
             }
-            Err(e) => {
-                tracing::error!(
-                    "could not create {} ({e}): a tenant's pools stay in memory",
-                    folder.display()
-                );
-                None
-            }
+        } else {
+            self.tenant_folders = Some(count + 1);
         }
+        Some(folder)
     }
 
     /// Where pool `key`'s trie is saved (its history index beside it).
@@ -662,49 +626,6 @@ impl Pools {
         }
         self.retiring.retain(|_, s| s.has_unsaved());
     }
-}
-
-/// A pool read by a background thread.
-type Loaded = (Key, Result<Store, EngineError>);
-
-/// Pool `key` from its trie file `file` and the history beside it (each empty when
-/// missing), checked against a vocabulary of `vocab`.
-fn read_store(
-    key: &Key,
-    file: Option<PathBuf>,
-    vocab: usize,
-    history: &HistoryConfig,
-) -> Result<Store, EngineError> {
-    let shown = key.name.as_ref().map_or(TENANT_DEFAULT, PoolName::as_str);
-    let failed = |source| EngineError::Pool {
-        pool: shown.to_string(),
-        source,
-    };
-    let history_path = file.as_deref().map(history_file);
-    let loaded = read_trie(file.as_deref(), vocab).and_then(|trie| {
-        let history = read_history(history_path.as_deref(), history, vocab)?;
-        Ok(Pool::new(trie, history))
-    });
-    let store = Store::new(loaded.map_err(failed)?, file, false);
-    if store.was_on_disk() {
-        tracing::info!("loaded drafting pool `{shown}`");
-    }
-    Ok(store)
-}
-
-/// The pool names saved in `folder` (their `NAME.trie` files).
-fn saved_pool_names(folder: &Path) -> Vec<PoolName> {
-    let Ok(entries) = std::fs::read_dir(folder) else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter_map(|e| {
-            let name = e.file_name();
-            let stem = name.to_str()?.strip_suffix(".trie")?.to_string();
-            PoolName::parse(&stem).ok()
-        })
-        .collect()
 }
 
 #[cfg(test)]

@@ -126,19 +126,37 @@ impl Store {
 }
 
 /// Saves the trie (merged with what other processes saved there) and the history index
-/// (last save wins); both must succeed for the state to count as saved.
+/// (last save wins); both must succeed for the state to count as saved. The pool's locks
+/// are held only to copy it: requests drafting from it never wait for files, file locks
+/// or other processes.
 fn write(pool: &Pool, file: &Path, persist: &Persist) -> Result<(), DraftError> {
     let mut stamp = persist.stamp.lock().unwrap_or_else(PoisonError::into_inner);
-    let saved = pool
+    if let Some(dir) = file.parent().filter(|d| !d.as_os_str().is_empty()) {
+        // A tenant's folder is made when it first has something to save.
+        std::fs::create_dir_all(dir).map_err(|source| DraftError::Io {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+    }
+    let mut trie = pool
         .trie
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
-        .save_shared(file, *stamp)?;
+        .clone();
+    // Another process saved here since: its paths are merged into the copy written, and
+    // then into the pool, so the next save keeps them too.
+    let merges = FileStamp::of(file).is_some_and(|now| Some(now) != *stamp);
+    let saved = trie.save_shared(file, *stamp)?;
     *stamp = Some(saved);
-    pool.history
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .save(history_file(file))
+    if merges {
+        lock(&pool.trie).merge_max(&trie);
+    }
+    let history = lock(&pool.history).clone();
+    history.save(history_file(file))
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 struct SaveJob {
@@ -147,8 +165,22 @@ struct SaveJob {
     persist: Arc<Persist>,
 }
 
+/// Clears a save's `busy` flag however it ends; a save that panicked counts as failed (its
+/// state is saved again next time).
+struct SaveGuard<'a>(&'a Persist);
+
+impl Drop for SaveGuard<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.failed.store(true, Ordering::Release);
+        }
+        self.0.busy.store(false, Ordering::Release);
+    }
+}
+
 impl SaveJob {
     fn run(self) {
+        let _guard = SaveGuard(&self.persist);
         match write(&self.pool, &self.file, &self.persist) {
             Ok(()) => tracing::info!("saved drafting state to {}", self.file.display()),
             Err(e) => {
@@ -159,7 +191,6 @@ impl SaveJob {
                 self.persist.failed.store(true, Ordering::Release);
             }
         }
-        self.persist.busy.store(false, Ordering::Release);
     }
 }
 

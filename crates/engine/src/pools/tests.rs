@@ -391,3 +391,31 @@ fn a_broken_saved_pool_fails_its_request_instead_of_waiting_for_ever() {
     assert!(matches!(e, EngineError::Pool { .. }), "{e}");
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// Regression: any client could fill the tenants' folders (a tenant per `user` value) and
+/// keep every later tenant from saving; past the limit the least recently saved one goes.
+#[test]
+fn tenant_folders_past_the_limit_replace_the_least_recently_saved() {
+    let dir = temp_dir("tenant-limit");
+    let limits = PoolLimits {
+        max_saved_tenants: 2,
+        ..PoolLimits::UNBOUNDED
+    };
+    let mut pools = Pools::new(Pool::default(), None, Some(dir.clone())).with_limits(limits);
+    for t in ["a", "b", "c"] {
+        let p = pools.pool_in(&tenant(t), None).unwrap();
+        p.trie.lock().unwrap().insert(&[1, 2]);
+        pools.mark_dirty_in(&tenant(t), None);
+        assert!(pools.save_dirty().iter().all(|(_, r)| r.is_ok()));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let folders = std::fs::read_dir(dir.join(TENANTS_DIR)).unwrap().count();
+    assert_eq!(folders, 2);
+    let newest = dir.join(TENANTS_DIR).join(tenant_folder(&Tenant::new("c")));
+    assert!(newest.join("@default.trie").is_file());
+    assert!(!dir
+        .join(TENANTS_DIR)
+        .join(tenant_folder(&Tenant::new("a")))
+        .exists());
+    std::fs::remove_dir_all(dir).unwrap();
+}

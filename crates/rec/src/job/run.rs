@@ -3,7 +3,7 @@
 //! disk) before it counts as done. A stop request ends admission; the records in flight
 //! finish and are written, and the pools are saved.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -134,6 +134,8 @@ fn output_line(task: &Task, out: &GenerateOutput) -> KnowledgeOutput {
 pub struct Prepared {
     queue: Queue,
     output: OutputFile,
+    /// Where the output is (the replay's marker goes beside it).
+    output_path: PathBuf,
     summary: Summary,
     /// Set when a record is relaxed: its learning is then fed in a fixed order.
     replay: Option<Replay>,
@@ -143,6 +145,13 @@ impl Prepared {
     /// Records this run will generate.
     pub fn remaining(&self) -> usize {
         self.queue.len()
+    }
+
+    /// Whether the run has anything to do: records to generate, or (with relaxed
+    /// records) finished ones whose learning is not in the saved pools yet, as when an
+    /// earlier run was killed after its last record and before saving them.
+    pub fn has_work(&self) -> bool {
+        self.remaining() > 0 || self.replay.as_ref().is_some_and(Replay::has_unfed)
     }
 
     /// The counts so far (malformed lines, records already done, other shards).
@@ -188,11 +197,13 @@ pub fn prepare(input: &Path, output: &Path, opts: &JobOptions) -> Result<Prepare
             .into_tasks()
             .filter_map(|t| outputs.remove(&t.record.id).map(|o| (t, o)))
             .collect();
-        Replay::new(&queue.tasks().cloned().collect::<Vec<_>>(), done)
+        let in_pools = replay::read_marker(output);
+        Replay::new(&queue.tasks().cloned().collect::<Vec<_>>(), done, &in_pools)
     });
     Ok(Prepared {
         queue,
         output: out_file,
+        output_path: output.to_path_buf(),
         summary,
         replay,
     })
@@ -225,6 +236,7 @@ pub fn execute(
     let Prepared {
         mut queue,
         output: mut out_file,
+        output_path,
         mut summary,
         mut replay,
     } = job;
@@ -356,7 +368,13 @@ pub fn execute(
     // Saved even when a write failed: what the pools learned is still good.
     // (The engine logs each failure with its file and cause.)
     let saved = sched.engine_mut().save_drafting_state();
-    summary.save_failures = saved.iter().filter(|(_, r)| r.is_err()).count();
+    summary.save_failures += saved.iter().filter(|(_, r)| r.is_err()).count();
+    if let (Some(r), 0) = (&replay, summary.save_failures) {
+        if let Err(e) = replay::write_marker(&output_path, r.fed_ids()) {
+            tracing::error!("could not record which records the pools hold: {e}");
+            summary.save_failures += 1;
+        }
+    }
     summary.elapsed = start.elapsed();
     result.map(|()| summary)
 }
