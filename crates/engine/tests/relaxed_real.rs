@@ -81,6 +81,7 @@ fn top_1_with_tau_0_equals_plain_greedy_decoding() {
     let f = fixture();
     let mut engine = Engine::new(&f.model, &f.tokenizer).with_cost_model(CostModel::frozen());
     let strictest = Acceptance::Relaxed(Relaxed::new(1, 0.0).unwrap());
+    let mut accepted = 0;
     for prompt in PROMPTS {
         let plain = generate(
             &mut engine,
@@ -93,11 +94,12 @@ fn top_1_with_tau_0_equals_plain_greedy_decoding() {
         assert_eq!(relaxed.token_ids, plain.token_ids, "{prompt:?}");
         assert!(relaxed.relaxed);
         assert_eq!(relaxed.spec.relaxed_tokens, 0);
-        assert!(
-            relaxed.spec.accepted_tokens > 0,
-            "{prompt:?} drafted nothing"
-        );
+        accepted += relaxed.spec.accepted_tokens;
     }
+    // A relaxed request starts from the prior draft policy (never from what earlier
+    // requests learned), so some prompts may draft nothing that is accepted; together
+    // they must, or the comparison above tested nothing.
+    assert!(accepted > 0, "no prompt drafted a token that was accepted");
 }
 
 #[test]
