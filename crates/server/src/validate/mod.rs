@@ -3,14 +3,19 @@
 
 use std::sync::Arc;
 
-use serde_json::Value;
 use specdec_engine::{
-    Acceptance, CacheScope, ChatMessage, ChatTemplate, DraftMethod, GenerateRequest, ModelMeta,
-    PoolName, Relaxed, SamplingParams, Speculation, Tenant, Tokenizer,
+    CacheScope, ChatMessage, ChatTemplate, DraftMethod, GenerateRequest, ModelMeta, PoolName,
+    Speculation, Tenant, Tokenizer,
 };
 
 use crate::api::{Content, OneOrMany, PromptInput, RequestBody};
 use crate::error::ApiError;
+
+mod options;
+mod unsupported;
+
+use options::{acceptance, content_bytes, reference_param, reference_sizes, sampling};
+use unsupported::reject_unsupported;
 
 /// Most messages a chat request may hold (fewer where the context is smaller: see
 /// [`Frontend::max_messages`]).
@@ -182,14 +187,6 @@ fn unsupported(param: &'static str, what: &str) -> ApiError {
     )
 }
 
-/// A value that must be absent, null, or one of the neutral values.
-fn neutral(v: &Option<Value>, ok: impl Fn(&Value) -> bool) -> bool {
-    match v {
-        None | Some(Value::Null) => true,
-        Some(v) => ok(v),
-    }
-}
-
 fn text_of(content: &Content, param: &'static str) -> Result<String, ApiError> {
     match content {
         Content::Text(t) => Ok(t.clone()),
@@ -213,138 +210,6 @@ fn text_of(content: &Content, param: &'static str) -> Result<String, ApiError> {
             Ok(out)
         }
     }
-}
-
-fn reject_unsupported(body: &RequestBody) -> Result<(), ApiError> {
-    let checks: [(&'static str, bool, &str); 22] = [
-        (
-            "n",
-            body.n.is_none_or(|n| n == 1),
-            "only n = 1 is served; send several requests",
-        ),
-        (
-            "best_of",
-            body.best_of.is_none_or(|n| n == 1),
-            "only best_of = 1 is served",
-        ),
-        (
-            "logprobs",
-            neutral(&body.logprobs, |v| v == &Value::Bool(false)),
-            "log probabilities are not returned",
-        ),
-        (
-            "top_logprobs",
-            neutral(&body.top_logprobs, |v| v.as_u64() == Some(0)),
-            "log probabilities are not returned",
-        ),
-        (
-            "logit_bias",
-            neutral(&body.logit_bias, |v| {
-                v.as_object().is_some_and(|o| o.is_empty())
-            }),
-            "logit bias would change what verification accepts",
-        ),
-        ("echo", body.echo != Some(true), "the prompt is not echoed"),
-        (
-            "suffix",
-            body.suffix.as_deref().is_none_or(str::is_empty),
-            "insertion (suffix) is not supported",
-        ),
-        (
-            "tools",
-            neutral(&body.tools, |v| v.as_array().is_some_and(|a| a.is_empty())),
-            "tool calling is not supported",
-        ),
-        (
-            "functions",
-            neutral(&body.functions, |_| false),
-            "function calling is not supported",
-        ),
-        (
-            "response_format",
-            neutral(&body.response_format, |v| {
-                v.get("type").and_then(Value::as_str) == Some("text")
-            }),
-            "only the `text` response format is supported",
-        ),
-        (
-            "tool_choice",
-            neutral(&body.tool_choice, |v| v == "none"),
-            "tool calling is not supported",
-        ),
-        (
-            "parallel_tool_calls",
-            neutral(&body.parallel_tool_calls, |_| false),
-            "tool calling is not supported",
-        ),
-        (
-            "function_call",
-            neutral(&body.function_call, |v| v == "none"),
-            "function calling is not supported",
-        ),
-        (
-            "reasoning_effort",
-            neutral(&body.reasoning_effort, |_| false),
-            "this model has no reasoning setting",
-        ),
-        (
-            "verbosity",
-            neutral(&body.verbosity, |_| false),
-            "this model has no verbosity setting",
-        ),
-        (
-            "web_search_options",
-            neutral(&body.web_search_options, |_| false),
-            "web search is not supported",
-        ),
-        (
-            "service_tier",
-            neutral(&body.service_tier, |v| v == "auto" || v == "default"),
-            "there is one service tier (`auto` or `default`)",
-        ),
-        (
-            "store",
-            neutral(&body.store, |v| v == &Value::Bool(false)),
-            "completions are not stored",
-        ),
-        (
-            "metadata",
-            neutral(&body.metadata, |v| {
-                v.as_object().is_some_and(|o| o.is_empty())
-            }),
-            "completions are not stored, so they carry no metadata",
-        ),
-        (
-            "stream_options",
-            body.stream_options
-                .as_ref()
-                .is_none_or(|o| o.include_obfuscation != Some(true)),
-            "stream_options.include_obfuscation is not supported",
-        ),
-        (
-            "presence_penalty",
-            body.presence_penalty.is_none_or(|p| p == 0.0),
-            "use `repetition_penalty` instead",
-        ),
-        (
-            "frequency_penalty",
-            body.frequency_penalty.is_none_or(|p| p == 0.0),
-            "use `repetition_penalty` instead",
-        ),
-    ];
-    for (param, ok, why) in checks {
-        if !ok {
-            return Err(unsupported(param, why));
-        }
-    }
-    let modalities_ok = neutral(&body.modalities, |v| {
-        v.as_array()
-            .is_some_and(|a| a.iter().all(|m| m.as_str() == Some("text")))
-    });
-    if !modalities_ok || body.audio.is_some() {
-        return Err(unsupported("modalities", "this model writes text only"));
-    }
-    Ok(())
 }
 
 /// Refuses, before tokenizing, prompt text that cannot fit the context whatever its
@@ -494,181 +359,6 @@ fn prompt_tokens(
         return Err(bad("prompt", "the prompt is empty"));
     }
     Ok(tokens)
-}
-
-fn sampling(body: &RequestBody) -> Result<SamplingParams, ApiError> {
-    let mut s = SamplingParams {
-        // OpenAI's default temperature is 1.
-        temperature: 1.0,
-        ..SamplingParams::default()
-    };
-    if let Some(t) = body.temperature {
-        if !(0.0..=2.0).contains(&t) {
-            return Err(bad(
-                "temperature",
-                format!("temperature must be in [0, 2], got {t}"),
-            ));
-        }
-        // Below this a temperature means greedy, as 0 does. The sampler divides logits by
-        // the temperature in f32: under about 3e-39 the reciprocal overflows to infinity
-        // and the distribution turns to NaN (1e-39 gave garbage). Long before that the
-        // sample is already the argmax: at 1e-5 a gap of 0.001 between two logits is a
-        // probability ratio of e^100, past what f32 holds, so only logits that tie to f32
-        // precision could come out otherwise.
-        s.temperature = if t < MIN_TEMPERATURE { 0.0 } else { t as f32 };
-    }
-    if let Some(p) = body.top_p {
-        if !(p > 0.0 && p <= 1.0) {
-            return Err(bad("top_p", format!("top_p must be in (0, 1], got {p}")));
-        }
-        s.top_p = p as f32;
-    }
-    if let Some(k) = body.top_k {
-        // -1 disables, as in vLLM.
-        s.top_k = match k {
-            -1 | 0 => 0,
-            k if k > 0 => k as usize,
-            _ => {
-                return Err(bad(
-                    "top_k",
-                    format!("top_k must be -1, 0 or positive, got {k}"),
-                ))
-            }
-        };
-    }
-    if let Some(m) = body.min_p {
-        if !(0.0..=1.0).contains(&m) {
-            return Err(bad("min_p", format!("min_p must be in [0, 1], got {m}")));
-        }
-        s.min_p = m as f32;
-    }
-    if let Some(r) = body.repetition_penalty {
-        if !(r > 0.0 && r <= 10.0) {
-            return Err(bad(
-                "repetition_penalty",
-                format!("repetition_penalty must be in (0, 10], got {r}"),
-            ));
-        }
-        s.repetition_penalty = r as f32;
-    }
-    s.seed = match body.seed {
-        Some(seed) => seed as u64,
-        // Unseeded requests still sample reproducibly within the request.
-        None => std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64),
-    };
-    Ok(s)
-}
-
-/// The parameter to name when references are too large: the one the client used.
-fn reference_param(body: &RequestBody) -> &'static str {
-    match body.prediction {
-        Some(_) => "prediction",
-        None => "speculation",
-    }
-}
-
-fn content_bytes(c: &Content) -> usize {
-    match c {
-        Content::Text(t) => t.len(),
-        Content::Parts(parts) => parts
-            .iter()
-            .filter_map(|p| p.text.as_ref())
-            .map(String::len)
-            .sum(),
-    }
-}
-
-/// Refuses references larger than [`MAX_REFERENCES`] texts or [`MAX_REFERENCE_BYTES`]
-/// bytes before any of them is tokenized.
-fn reference_sizes(
-    prediction: Option<&crate::api::Prediction>,
-    spec: &crate::api::Speculation,
-) -> Result<(), ApiError> {
-    let refs = spec.references.as_deref().unwrap_or_default();
-    if refs.len() > MAX_REFERENCES {
-        return Err(bad(
-            "speculation",
-            format!(
-                "`speculation.references` may hold at most {MAX_REFERENCES} texts, got {}",
-                refs.len()
-            ),
-        ));
-    }
-    let predicted = prediction.map_or(0, |p| content_bytes(&p.content));
-    let bytes = predicted + refs.iter().map(String::len).sum::<usize>();
-    if bytes > MAX_REFERENCE_BYTES {
-        let param = if predicted > 0 {
-            "prediction"
-        } else {
-            "speculation"
-        };
-        return Err(bad(
-            param,
-            format!(
-                "`speculation.references` and `prediction` may hold at most {MAX_REFERENCE_BYTES} bytes together, got {bytes}"
-            ),
-        ));
-    }
-    Ok(())
-}
-
-/// `speculation.verify` with its `top_k` and `tau` as the request's rule. Relaxed
-/// verification is greedy only, so it needs `temperature: 0` (OpenAI's default is 1).
-fn acceptance(
-    spec: &crate::api::Speculation,
-    sampling: &SamplingParams,
-) -> Result<Acceptance, ApiError> {
-    match spec.verify.as_deref() {
-        None | Some("strict") => {
-            if spec.top_k.is_some() || spec.tau.is_some() {
-                return Err(bad(
-                    "speculation",
-                    "`speculation.top_k` and `speculation.tau` apply only with `speculation.verify: \"relaxed\"`",
-                ));
-            }
-            return Ok(Acceptance::Strict);
-        }
-        Some("relaxed") => {}
-        Some(other) => {
-            return Err(bad(
-                "speculation",
-                format!(
-                    "`speculation.verify` must be `strict` or `relaxed`, got `{}`",
-                    crate::error::clip(other)
-                ),
-            ))
-        }
-    }
-    let top_k = match spec.top_k {
-        None => Relaxed::DEFAULT.top_k(),
-        Some(k) => usize::try_from(k)
-            .ok()
-            .filter(|k| (1..=Relaxed::MAX_TOP_K).contains(k))
-            .ok_or_else(|| {
-                bad(
-                    "speculation",
-                    format!(
-                        "speculation.top_k must be in 1..={}, got {k}",
-                        Relaxed::MAX_TOP_K
-                    ),
-                )
-            })?,
-    };
-    let tau = spec.tau.map_or(Relaxed::DEFAULT.tau(), |t| t as f32);
-    let rule =
-        Relaxed::new(top_k, tau).map_err(|e| bad("speculation", format!("speculation: {e}")))?;
-    if !sampling.is_greedy() {
-        return Err(bad(
-            "temperature",
-            format!(
-                "`speculation.verify: \"relaxed\"` is greedy only: set `temperature` to 0 (the default is 1), got {}",
-                sampling.temperature
-            ),
-        ));
-    }
-    Ok(Acceptance::Relaxed(rule))
 }
 
 fn validate(
