@@ -25,35 +25,32 @@
 //! several occurrences or sources is combined by noisy-or (see [`TreeBuilder`]), so trees
 //! from different drafters can be merged and trimmed on one scale.
 
+mod automaton_copy;
 mod build;
 mod context;
 mod error;
 mod file_io;
 mod hash;
-mod history;
-mod history_drafter;
+mod llma;
+mod lookahead;
 mod mix;
 mod ngram;
-mod reference;
 mod sam;
-mod suffix;
-mod trie;
-mod trie_drafter;
-mod trie_io;
+mod suffix_decoding;
 
+pub use automaton_copy::{SuffixConfig, SuffixDrafter};
 pub use build::TreeBuilder;
 pub use error::DraftError;
 pub use file_io::write_atomic;
-pub use history::{HistoryConfig, HistoryIndex};
-pub use history_drafter::{HistoryDrafter, HistoryDrafterConfig};
+pub use llma::{ReferenceConfig, ReferenceDrafter};
+pub use lookahead::drafter::{CanStart, TrieDrafter, TrieDrafterConfig, PRIVATE_TRIE_MAX_NODES};
+pub use lookahead::trie::{NodeId, Trie, TrieConfig};
+pub use lookahead::trie_file::FileStamp;
 pub use mix::MixDrafter;
-pub use reference::{ReferenceConfig, ReferenceDrafter};
 pub use sam::{Matcher, Split, StateId, SuffixAutomaton};
 pub use specdec_tree::{Meta, Source, TokenTree};
-pub use suffix::{SuffixConfig, SuffixDrafter};
-pub use trie::{NodeId, Trie, TrieConfig};
-pub use trie_drafter::{CanStart, TrieDrafter, TrieDrafterConfig, PRIVATE_TRIE_MAX_NODES};
-pub use trie_io::FileStamp;
+pub use suffix_decoding::drafter::{HistoryDrafter, HistoryDrafterConfig};
+pub use suffix_decoding::index::{HistoryConfig, HistoryIndex};
 
 /// The most reference tokens (all of one request's references together) a drafter
 /// indexes; the rest is ignored. Indexes grow linearly with what they hold, and a request

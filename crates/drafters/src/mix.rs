@@ -11,13 +11,13 @@ use std::sync::{Arc, Mutex};
 
 use specdec_tree::TokenTree;
 
+use crate::automaton_copy::SuffixDrafter;
 use crate::build::{undrafted, TreeBuilder};
-use crate::history::HistoryIndex;
-use crate::history_drafter::{HistoryDrafter, HistoryDrafterConfig};
-use crate::reference::ReferenceDrafter;
-use crate::suffix::SuffixDrafter;
-use crate::trie::Trie;
-use crate::trie_drafter::{TrieDrafter, TrieDrafterConfig};
+use crate::llma::ReferenceDrafter;
+use crate::lookahead::drafter::{TrieDrafter, TrieDrafterConfig};
+use crate::lookahead::trie::Trie;
+use crate::suffix_decoding::drafter::{HistoryDrafter, HistoryDrafterConfig};
+use crate::suffix_decoding::index::HistoryIndex;
 use crate::Drafter;
 
 struct Part {

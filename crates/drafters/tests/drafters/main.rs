@@ -1,10 +1,10 @@
 //! Integration tests of specdec-drafters (one binary: links once).
 
+mod automaton_copy;
 mod common;
-mod history;
+mod llma;
+mod lookahead;
+mod lookahead_files;
 mod mix;
-mod reference;
-mod suffix;
-mod trie;
-mod trie_files;
+mod suffix_decoding;
 mod wellformed;

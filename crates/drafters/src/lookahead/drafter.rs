@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use specdec_tree::{Source, TokenTree};
 
 use crate::build::TreeBuilder;
-use crate::trie::{NodeId, Trie, TrieConfig};
+use crate::lookahead::trie::{NodeId, Trie, TrieConfig};
 use crate::Drafter;
 
 /// "May this token start a window?" (false for punctuation and whitespace tokens, which

@@ -23,7 +23,7 @@ use crate::error::DraftError;
 use crate::file_io::{
     check_vocab, read_file, u32_at, u64_at, write_atomic, write_locked, FileLock, Frame,
 };
-use crate::trie::{Trie, TrieConfig};
+use crate::lookahead::trie::{Trie, TrieConfig};
 
 const MAGIC: [u8; 8] = *b"specdTRI";
 const FRAME: Frame = Frame {

@@ -9,8 +9,8 @@ use specdec_tree::{Source, TokenTree};
 
 use crate::build::{undrafted, TreeBuilder};
 use crate::context::{match_confidence, sync, IndexSync};
-use crate::history::{HistoryIndex, Matchers};
 use crate::sam::StateId;
+use crate::suffix_decoding::index::{HistoryIndex, Matchers};
 use crate::Drafter;
 
 /// Settings of [`HistoryDrafter`].
