@@ -1,7 +1,7 @@
 //! Feeds arbitrary bytes to the GGUF parser and dequantizes whatever it accepts.
 //!
 //! Run (nightly): `cargo fuzz run gguf_parse` from the repository root. The same properties
-//! run on stable as the proptests in crates/gguf/tests/robustness.rs.
+//! run on stable as the proptests in crates/gguf/tests/offline/robustness.rs.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;

@@ -2,7 +2,7 @@
 //! an accepted index saves and reloads to itself, and matching on it works.
 //!
 //! Run (nightly): `cargo fuzz run history_load` from the repository root. The same
-//! properties run on stable as the proptests in crates/drafters/tests/drafters/history.rs.
+//! properties run on stable as the proptests in crates/drafters/tests/offline/suffix_decoding.rs.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;

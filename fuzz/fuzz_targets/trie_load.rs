@@ -3,7 +3,7 @@
 //! merging and vocabulary checks work on it).
 //!
 //! Run (nightly): `cargo fuzz run trie_load` from the repository root. The same properties
-//! run on stable as the proptests in crates/drafters/tests/drafters/trie_files.rs.
+//! run on stable as the proptests in crates/drafters/tests/offline/lookahead_files.rs.
 #![no_main]
 
 use std::path::PathBuf;

@@ -6,10 +6,11 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Args;
 use serde::Serialize;
-use specdec_engine::{DraftMethod, Engine, GenerateRequest, SamplingParams, Speculation};
+use specdec_engine::{DraftMethod, Engine, GenerateRequest, Speculation};
 
 use crate::common::{self, ModelArgs};
 use crate::draft_args::{save_pools, DraftArgs, SpecReport};
+use crate::sampling_args::SamplingArgs;
 use crate::verify_args::VerifyArgs;
 
 #[derive(Args, Debug)]
@@ -51,38 +52,6 @@ pub struct GenerateArgs {
     pub json: bool,
 }
 
-#[derive(Args, Debug, Clone)]
-pub struct SamplingArgs {
-    /// 0 is greedy.
-    #[arg(long, default_value_t = 0.0)]
-    pub temperature: f32,
-    /// 0 disables.
-    #[arg(long, default_value_t = 0)]
-    pub top_k: usize,
-    #[arg(long, default_value_t = 1.0)]
-    pub top_p: f32,
-    #[arg(long, default_value_t = 0.0)]
-    pub min_p: f32,
-    #[arg(long, default_value_t = 1.0)]
-    pub repetition_penalty: f32,
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
-}
-
-impl SamplingArgs {
-    pub fn params(&self) -> SamplingParams {
-        SamplingParams {
-            temperature: self.temperature,
-            top_k: self.top_k,
-            top_p: self.top_p,
-            min_p: self.min_p,
-            repetition_penalty: self.repetition_penalty,
-            seed: self.seed,
-            ..SamplingParams::default()
-        }
-    }
-}
-
 #[derive(Serialize)]
 struct Report {
     text: String,
@@ -116,8 +85,8 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
     };
     let sampling = args.sampling.params();
     // Before the model loads: a bad rule is the command line's problem.
-    let acceptance = args.verify.acceptance(&sampling)?;
-    let verify = acceptance.name();
+    let spec = args.verify.spec(args.draft, &sampling)?;
+    let verify = spec.acceptance.name();
     let loaded = common::load(&args.model)?;
     let tokens = loaded.prompt_tokens(&prompt, args.chat, args.system.as_deref())?;
     common::check_context(
@@ -129,11 +98,10 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
         sampling,
         stop: args.stop.clone(),
         speculation: Speculation {
-            method: args.draft,
             max_draft: args.drafting.budget,
             references: args.drafting.reference_tokens(&loaded.tokenizer)?,
             pool: args.drafting.pool.clone(),
-            acceptance,
+            ..spec.into()
         },
         ..GenerateRequest::new(tokens, args.max_tokens)
     };

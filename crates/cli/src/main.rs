@@ -2,6 +2,7 @@
 
 mod bench;
 mod common;
+mod cost;
 mod data_cmd;
 mod draft_args;
 mod draft_cmd;
@@ -10,6 +11,7 @@ mod model_cmd;
 mod oracle;
 mod rec;
 mod roofline;
+mod sampling_args;
 mod serve;
 mod verify_args;
 mod workload;

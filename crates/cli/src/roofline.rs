@@ -9,8 +9,8 @@
 use serde::Serialize;
 use specdec_runtime::{Ceilings, ForwardWork, Node, SeqInput, Want, WeightFormat};
 
-use crate::bench::{cost_curve, median, prefilled};
 use crate::common::{self, Loaded, ModelArgs};
+use crate::cost::{cost_curve, median, prefilled};
 
 #[derive(Serialize)]
 struct Row {

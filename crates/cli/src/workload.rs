@@ -7,14 +7,14 @@ use std::time::Instant;
 use anyhow::Context;
 use serde::Serialize;
 use specdec_engine::{
-    Acceptance, DraftMethod, Engine, GenerateOutput, GenerateRequest, Outcome, Pool, PoolName,
-    Pools, SamplingParams, Scheduler, SpecStats, Speculation,
+    Acceptance, DraftMethod, Engine, Forced, GenerateOutput, GenerateRequest, Outcome, Pool,
+    PoolName, Pools, SamplingParams, Scheduler, SpecStats, Speculation,
 };
 use specdec_runtime::{Node, SeqInput, Want};
 use specdec_workloads::{read_jsonl, Record, RecordClass};
 
-use crate::bench::{cost_curve, CostCurve};
 use crate::common::{self, Loaded, ModelArgs};
+use crate::cost::{cost_curve, CostCurve};
 use crate::draft_args::DraftArgs;
 
 pub struct Options {
@@ -24,7 +24,8 @@ pub struct Options {
     pub warm: Option<PathBuf>,
     pub json: bool,
     pub sampling: SamplingParams,
-    /// The rule every method's drafts are verified by (`--forced` replaces it).
+    /// The rule every method's drafts are verified by (`--forced` overrides it, beside the
+    /// requests: no request can ask for forced output).
     pub acceptance: Acceptance,
     pub drafting: DraftArgs,
     /// Records generated together through the engine's scheduler.
@@ -133,20 +134,22 @@ struct SummaryRow {
     accepted_by_source: BTreeMap<&'static str, usize>,
 }
 
+/// A record's request, with the rule that forces its output when `forced` names a field.
 fn request(
     loaded: &Loaded,
     r: &Record,
     opts: &Options,
     method: DraftMethod,
     forced: Option<ForcedField>,
-) -> anyhow::Result<GenerateRequest> {
+) -> anyhow::Result<(GenerateRequest, Option<Forced>)> {
     let prompt = loaded.prompt_tokens(&r.prompt, r.chat, None)?;
     let references = r
         .references
         .iter()
         .map(|t| loaded.tokenizer.encode(t, false))
         .collect::<Result<_, _>>()?;
-    let (mut acceptance, mut max_tokens) = (opts.acceptance.clone(), r.max_tokens);
+    let mut max_tokens = r.max_tokens;
+    let mut forcing = None;
     if let Some(field) = forced {
         let text = field.text(r).with_context(|| {
             format!(
@@ -165,19 +168,20 @@ fn request(
         );
         // The generation ends with the forced text.
         max_tokens = max_tokens.min(output.len());
-        acceptance = Acceptance::Forced([prompt.as_slice(), &output].concat().into());
+        forcing = Some(Forced::new([prompt.as_slice(), &output].concat()));
     }
-    Ok(GenerateRequest {
+    let req = GenerateRequest {
         sampling: opts.sampling.clone(),
         speculation: Speculation {
             method,
             max_draft: opts.drafting.budget,
             references,
-            acceptance,
+            acceptance: opts.acceptance.clone(),
             ..Speculation::default()
         },
         ..GenerateRequest::new(prompt, max_tokens)
-    })
+    };
+    Ok((req, forcing))
 }
 
 /// Each method drafts from a pool of its own, so no method sees an answer another method
@@ -221,16 +225,29 @@ pub(crate) fn run_together(
     sched: &mut Scheduler<'_, Slot>,
     reqs: Vec<GenerateRequest>,
 ) -> anyhow::Result<(Vec<GenerateOutput>, f64)> {
+    run_forced_together(sched, reqs.into_iter().map(|r| (r, None)).collect())
+}
+
+/// [`run_together`], each request with its output forced where it has a [`Forced`] rule.
+fn run_forced_together(
+    sched: &mut Scheduler<'_, Slot>,
+    reqs: Vec<(GenerateRequest, Option<Forced>)>,
+) -> anyhow::Result<(Vec<GenerateOutput>, f64)> {
     let t0 = Instant::now();
     let n = reqs.len();
     let mut outs: Vec<Option<GenerateOutput>> = (0..n).map(|_| None).collect();
     let mut queue = reqs.into_iter().enumerate();
     loop {
         while sched.has_room() {
-            let Some((i, req)) = queue.next() else { break };
-            sched
-                .admit(req, Box::new(|_: &str| true), Slot(i), None)
-                .map_err(|(_, e)| e)?;
+            let Some((i, (req, forced))) = queue.next() else {
+                break;
+            };
+            let sink = Box::new(|_: &str| true);
+            match forced {
+                None => sched.admit(req, sink, Slot(i), None),
+                Some(f) => sched.admit_forced(req, f, sink, Slot(i), None),
+            }
+            .map_err(|(_, e)| e)?;
         }
         if sched.is_idle() {
             break;
@@ -331,7 +348,7 @@ pub fn run(opts: &Options) -> anyhow::Result<()> {
         let recs = read_jsonl(warm)?;
         eprintln!("warming the trie with {} records ...", recs.len());
         for r in &recs {
-            let req = request(&loaded, r, opts, DraftMethod::Trie, None)?;
+            let (req, _) = request(&loaded, r, opts, DraftMethod::Trie, None)?;
             run_together(&mut sched, vec![req])?;
         }
     }
@@ -378,14 +395,14 @@ pub fn run(opts: &Options) -> anyhow::Result<()> {
             for (mi, m) in methods.iter().enumerate() {
                 let reqs = base
                     .iter()
-                    .map(|q| {
+                    .map(|(q, forced)| {
                         let mut q = q.clone();
                         q.speculation.method = *m;
                         q.speculation.pool = Some(method_pool(*m));
-                        q
+                        (q, forced.clone())
                     })
                     .collect();
-                let (got, secs) = run_together(&mut sched, reqs)
+                let (got, secs) = run_forced_together(&mut sched, reqs)
                     .with_context(|| format!("records from {} with {}", group[0].id, m.name()))?;
                 wall[mi] += secs / repeats as f64;
                 for (k, out) in got.into_iter().enumerate() {
@@ -404,14 +421,14 @@ pub fn run(opts: &Options) -> anyhow::Result<()> {
                 if mi == 0 {
                     oracle_tokens += out.token_ids.len();
                     oracle_steps += crate::oracle::copy_steps(
-                        &base[k].prompt,
-                        &base[k].speculation.references,
+                        &base[k].0.prompt,
+                        &base[k].0.speculation.references,
                         &out.token_ids,
                         opts.drafting.budget,
                     );
                 }
                 let first_divergence = match plain.get(k) {
-                    Some((p, _, _)) => divergence(&loaded, &base[k].prompt, p, &out.token_ids)?,
+                    Some((p, _, _)) => divergence(&loaded, &base[k].0.prompt, p, &out.token_ids)?,
                     None => None,
                 };
                 let mut row = record_row(&curve, r, m.name(), reps, out, first_divergence);

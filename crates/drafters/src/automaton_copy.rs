@@ -68,6 +68,7 @@ pub struct SuffixDrafter {
 }
 
 impl SuffixDrafter {
+    /// A drafter with no references or context yet.
     pub fn new(cfg: SuffixConfig) -> Self {
         SuffixDrafter {
             sam: SuffixAutomaton::new(cfg.recent_depth),
@@ -89,6 +90,7 @@ impl SuffixDrafter {
         self.matcher.len
     }
 
+    /// The automaton over references, prompt and output.
     pub fn automaton(&self) -> &SuffixAutomaton {
         &self.sam
     }

@@ -61,6 +61,7 @@ pub struct TreeBuilder {
 }
 
 impl TreeBuilder {
+    /// An empty builder.
     pub fn new() -> Self {
         TreeBuilder {
             first_root: NONE,
@@ -85,6 +86,7 @@ impl TreeBuilder {
         self.nodes.len()
     }
 
+    /// Whether no node has been added.
     pub fn is_empty(&self) -> bool {
         self.nodes.is_empty()
     }

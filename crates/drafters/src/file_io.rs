@@ -110,34 +110,23 @@ pub(crate) fn check_vocab(max_token: Option<u32>, vocab: usize) -> Result<(), Dr
     }
 }
 
-/// Writes `bytes` to `path` atomically: a temporary file in the same directory, fsync,
-/// rename over `path`, fsync of the directory; a crash leaves the old file or the new one.
-/// The caller holds the file's [`FileLock`], so savers share one temporary name
-/// (`.NAME.tmp`) and a save interrupted by a kill leaves at most that one file.
+/// Writes `bytes` to `path` atomically and durably ([`specdec_fs`]). The caller holds the
+/// file's [`FileLock`], so savers share one temporary name (`.NAME.tmp`) and a save
+/// interrupted by a kill leaves at most that one file.
 pub(crate) fn write_locked(path: &Path, bytes: &[u8]) -> Result<(), DraftError> {
-    let tmp = sibling(path, ".", ".tmp");
-    let result = (|| {
-        let mut f = File::create(&tmp).map_err(io_err(&tmp))?;
-        f.write_all(bytes).map_err(io_err(&tmp))?;
-        f.sync_all().map_err(io_err(&tmp))?;
-        fs::rename(&tmp, path).map_err(io_err(path))
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-        return result;
-    }
-    // Persist the rename itself; not every platform lets a directory be opened.
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
-    if let Ok(d) = File::open(dir.unwrap_or(Path::new("."))) {
-        let _ = d.sync_all();
-    }
-    Ok(())
+    let fs_err = |e: specdec_fs::Error| DraftError::Io {
+        path: e.path,
+        source: e.source,
+    };
+    let mut file = specdec_fs::AtomicFile::create_serialized(path).map_err(fs_err)?;
+    file.write_all(bytes).map_err(io_err(file.temp_path()))?;
+    file.commit().map_err(fs_err)
 }
 
 /// Writes `bytes` to `path` atomically and durably (a temporary file, fsynced, renamed
 /// into place, the folder fsynced) under the file's lock: a crash leaves the old file or
 /// the new one, never a torn one.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), DraftError> {
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), DraftError> {
     let _lock = FileLock::exclusive(path)?;
     write_locked(path, bytes)
 }
@@ -207,6 +196,11 @@ pub(crate) struct FileLock {
 }
 
 impl FileLock {
+    /// Opens (creating it if needed) `NAME.lock` beside `path` and blocks until it holds
+    /// the exclusive lock, retrying when a signal interrupts the wait.
+    // libc::flock is an FFI call, hence unsafe; `File::lock` (std 1.89) would do the same
+    // without it.
+    #[allow(unsafe_code)]
     pub(crate) fn exclusive(path: &Path) -> Result<FileLock, DraftError> {
         use std::os::fd::AsRawFd;
         let lock = sibling(path, "", ".lock");

@@ -8,18 +8,26 @@
 //! node 0 is the context's last token (the pending one, [`Meta::root`]), drafted nodes hang
 //! below it in depth-first order ([`TokenTree::check_dfs`]).
 //!
-//! - [`ReferenceDrafter`]: LLMA copying from references, prompt and output via an n-gram
-//!   index, several occurrences merged into one tree ([`ReferenceDrafter::prompt_only`]:
-//!   prompt lookup).
-//! - [`TrieDrafter`]: Lookahead's token-window trie; output counts in a [`Trie`] shared by
-//!   all requests (persistable), prompt counts private to the request.
-//! - [`SuffixDrafter`]: a suffix automaton over references, prompt and output, extended
-//!   online; draft length grows with the match length.
-//! - [`HistoryDrafter`]: SuffixDecoding's global index: a suffix automaton over past
-//!   requests' prompts and outputs ([`HistoryIndex`], shared per pool, bounded, persisted);
-//!   the tree of what followed the longest match, scored by frequency, as deep as the
-//!   match is long.
-//! - [`MixDrafter`]: several drafters merged into one tree ([`MixDrafter::auto`]).
+//! One module per method:
+//!
+//! - `llma` — [`ReferenceDrafter`]: LLMA copying from references, prompt and output via an
+//!   n-gram index, several occurrences merged into one tree
+//!   ([`ReferenceDrafter::prompt_only`]: prompt lookup).
+//! - `lookahead` — [`TrieDrafter`]: Lookahead's token-window trie; output counts in a
+//!   [`Trie`] shared by all requests (persistable, `lookahead::trie_file`), prompt counts
+//!   private to the request.
+//! - `automaton_copy` — [`SuffixDrafter`]: copying via a suffix automaton over references,
+//!   prompt and output, extended online; draft length grows with the match length.
+//! - `suffix_decoding` — [`HistoryDrafter`]: SuffixDecoding's global index: a suffix
+//!   automaton over past requests' prompts and outputs ([`HistoryIndex`], shared per pool,
+//!   bounded, persisted); the tree of what followed the longest match, scored by
+//!   frequency, as deep as the match is long.
+//! - `mix` — [`MixDrafter`]: several drafters merged into one tree; the `auto` method is
+//!   [`MixDrafter::auto`] (copying, suffix automaton, and the pool's trie and history).
+//!
+//! Shared pieces: `sam` (the [`SuffixAutomaton`] and its [`Matcher`]), `ngram` (the n-gram
+//! index), `build` ([`TreeBuilder`]), `context` (keeping an index in step with the live
+//! context), `file_io` (locked atomic saves and checked loads of drafting state).
 //!
 //! Scores are rough acceptance probabilities in `[0, 1]`: evidence for the same node from
 //! several occurrences or sources is combined by noisy-or (see [`TreeBuilder`]), so trees
@@ -41,7 +49,6 @@ mod suffix_decoding;
 pub use automaton_copy::{SuffixConfig, SuffixDrafter};
 pub use build::TreeBuilder;
 pub use error::DraftError;
-pub use file_io::write_atomic;
 pub use llma::{ReferenceConfig, ReferenceDrafter};
 pub use lookahead::drafter::{CanStart, TrieDrafter, TrieDrafterConfig, PRIVATE_TRIE_MAX_NODES};
 pub use lookahead::trie::{NodeId, Trie, TrieConfig};

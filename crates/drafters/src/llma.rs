@@ -103,6 +103,8 @@ pub struct ReferenceDrafter {
 }
 
 impl ReferenceDrafter {
+    /// A drafter with no references or context yet; with `cfg.use_references` off it only
+    /// looks up the prompt and output (see [`ReferenceDrafter::prompt_only`]).
     pub fn new(cfg: ReferenceConfig) -> Self {
         let name = if cfg.use_references {
             "reference"
@@ -133,6 +135,7 @@ impl ReferenceDrafter {
         })
     }
 
+    /// The settings it was made with.
     pub fn config(&self) -> &ReferenceConfig {
         &self.cfg
     }

@@ -155,12 +155,17 @@ pub struct SuffixAutomaton {
 /// A clone made while appending: strings of `from` up to `len` tokens now live in `clone`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Split {
+    /// The state that was split.
     pub from: StateId,
+    /// The new state holding `from`'s shorter strings.
     pub clone: StateId,
+    /// Length of the longest string now in `clone`.
     pub len: u32,
 }
 
 impl SuffixAutomaton {
+    /// An empty automaton that updates recent end positions along at most `recent_depth`
+    /// suffix links per appended token (see the module docs); occurrences are not counted.
     pub fn new(recent_depth: usize) -> Self {
         SuffixAutomaton {
             states: vec![State {
@@ -196,10 +201,12 @@ impl SuffixAutomaton {
         }
     }
 
+    /// Every token appended, documents concatenated.
     pub fn text(&self) -> &[u32] {
         &self.text
     }
 
+    /// States, the root included.
     pub fn num_states(&self) -> usize {
         self.states.len()
     }
@@ -227,10 +234,12 @@ impl SuffixAutomaton {
             .filter(|d| !d.is_empty())
     }
 
+    /// Length of the longest string state `s` recognizes.
     pub fn len(&self, s: StateId) -> usize {
         self.states[s as usize].len as usize
     }
 
+    /// Whether no token has been appended.
     pub fn is_empty(&self) -> bool {
         self.text.is_empty()
     }
@@ -276,6 +285,7 @@ impl SuffixAutomaton {
             + self.doc_starts.len() * 4
     }
 
+    /// The transition from `s` on `token`, if any.
     pub fn next(&self, s: StateId, token: u32) -> Option<StateId> {
         self.states[s as usize].next.get(token)
     }
@@ -386,11 +396,14 @@ impl SuffixAutomaton {
 /// token by token (amortized O(1) per token).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Matcher {
+    /// The state recognizing the matched suffix.
     pub state: StateId,
+    /// The matched suffix's length in tokens.
     pub len: usize,
 }
 
 impl Matcher {
+    /// A matcher at the root: nothing matched yet.
     pub fn new() -> Self {
         Matcher::default()
     }

@@ -8,13 +8,14 @@ use std::time::Instant;
 use specdec_drafters::Drafter;
 use specdec_runtime::{SeqInput, Target, Want};
 use specdec_tokenizer::Tokenizer;
-use specdec_verify::Acceptance;
+use specdec_verify::Forced;
 
 use crate::budget::{AcceptanceMemories, BatchLoad, BudgetPolicy, CostModel};
 use crate::generation::{Generation, Sink, StepInput};
 use crate::pools::{Pools, SaveResult};
 use crate::prefix_cache::PrefixCache;
-use crate::request::{CacheScope, GenerateOutput, GenerateRequest, Tenant};
+use crate::request::{GenerateOutput, GenerateRequest};
+use crate::scope::{CacheScope, Tenant};
 use crate::EngineError;
 
 /// Runs requests on one target model.
@@ -73,18 +74,22 @@ impl<'m> Engine<'m> {
         self
     }
 
+    /// The drafting pools requests draft from and feed.
     pub fn pools(&self) -> &Pools {
         &self.pools
     }
 
+    /// The drafting pools, mutable (to load, save or limit them).
     pub fn pools_mut(&mut self) -> &mut Pools {
         &mut self.pools
     }
 
+    /// The target's tokenizer.
     pub fn tokenizer(&self) -> &'m Tokenizer {
         self.tokenizer
     }
 
+    /// The model being decoded.
     pub fn target(&self) -> &'m dyn Target {
         self.target
     }
@@ -170,13 +175,6 @@ impl<'m> Engine<'m> {
             .acceptance
             .check_sampling(&req.sampling)
             .map_err(EngineError::InvalidRequest)?;
-        if let Acceptance::Forced(expected) = &req.speculation.acceptance {
-            if !expected.starts_with(&req.prompt) {
-                return Err(EngineError::InvalidRequest(
-                    "forced tokens must start with the prompt".into(),
-                ));
-            }
-        }
         let limit = self.target.config().context_length;
         // Drafts never push past this: each step caps its tree by the room left.
         // Checked: a max_tokens near 2^64 must not wrap to a small sum that passes.
@@ -200,7 +198,25 @@ impl<'m> Engine<'m> {
     ) -> Result<Generation<'static>, EngineError> {
         self.check(&req)?;
         let drafter = self.drafter_for(&req)?;
-        Ok(self.open(req, drafter, sink))
+        Ok(self.open(req, None, drafter, sink))
+    }
+
+    /// Benchmarks only: [`Engine::start`], with drafts accepted against `forced`'s tokens
+    /// rather than by the request's rule, so the output is the forced text (its
+    /// `max_tokens` capped to the text's end; the output says `forced` and `relaxed`). No
+    /// request can ask for this: only a caller that measures drafting gives it.
+    pub fn start_forced(
+        &mut self,
+        req: GenerateRequest,
+        forced: Forced,
+        sink: Sink<'static>,
+    ) -> Result<Generation<'static>, EngineError> {
+        self.check(&req)?;
+        forced
+            .check(&req.prompt)
+            .map_err(EngineError::InvalidRequest)?;
+        let drafter = self.drafter_for(&req)?;
+        Ok(self.open(req, Some(forced), drafter, sink))
     }
 
     /// Starts a request with a drafter of the caller's (or none: plain decoding).
@@ -211,13 +227,14 @@ impl<'m> Engine<'m> {
         sink: Sink<'a>,
     ) -> Result<Generation<'a>, EngineError> {
         self.check(&req)?;
-        Ok(self.open(req, drafter, sink))
+        Ok(self.open(req, None, drafter, sink))
     }
 
     /// A generation for a request already checked.
     fn open<'a>(
         &mut self,
         req: GenerateRequest,
+        forced: Option<Forced>,
         drafter: Option<Box<dyn Drafter + 'a>>,
         sink: Sink<'a>,
     ) -> Generation<'a> {
@@ -229,8 +246,9 @@ impl<'m> Engine<'m> {
             .and_then(|c| c.lookup(&req.cache_scope, head))
             .unwrap_or_else(|| self.target.new_sequence());
         let name = drafter.as_ref().map_or("", |d| d.name());
-        // A relaxed request starts from the prior rather than from what earlier requests
-        // learned: its draft sizes, and so its text, must not depend on what ran before.
+        // A relaxed (or forced) request starts from the prior rather than from what earlier
+        // requests learned: its draft sizes, and so its text, must not depend on what ran
+        // before.
         let memories = match &req.cache_scope {
             CacheScope::Shared => Some(&self.acceptance),
             CacheScope::Tenant(t) => self.tenant_acceptance.get(t),
@@ -238,10 +256,12 @@ impl<'m> Engine<'m> {
         };
         let max = req.speculation.max_draft;
         let policy = match memories {
-            Some(m) if !req.speculation.acceptance.is_relaxed() => m.policy(name, max),
+            Some(m) if forced.is_none() && !req.speculation.acceptance.is_relaxed() => {
+                m.policy(name, max)
+            }
             _ => BudgetPolicy::new(max),
         };
-        Generation::new(req, seq, drafter, sink, policy)
+        Generation::new(req, forced, seq, drafter, sink, policy)
     }
 
     /// Runs one forward for every unfinished generation of `batch` together: a prefill
@@ -296,12 +316,35 @@ impl<'m> Engine<'m> {
         req: &GenerateRequest,
         sink: &mut dyn FnMut(&str) -> bool,
     ) -> Result<GenerateOutput, EngineError> {
+        self.generate_inner(req, None, sink)
+    }
+
+    /// Benchmarks only: [`Engine::generate`] with the output forced (see
+    /// [`Engine::start_forced`]).
+    pub fn generate_forced(
+        &mut self,
+        req: &GenerateRequest,
+        forced: Forced,
+        sink: &mut dyn FnMut(&str) -> bool,
+    ) -> Result<GenerateOutput, EngineError> {
+        self.generate_inner(req, Some(forced), sink)
+    }
+
+    fn generate_inner(
+        &mut self,
+        req: &GenerateRequest,
+        forced: Option<Forced>,
+        sink: &mut dyn FnMut(&str) -> bool,
+    ) -> Result<GenerateOutput, EngineError> {
         self.check(req)?;
+        if let Some(f) = &forced {
+            f.check(&req.prompt).map_err(EngineError::InvalidRequest)?;
+        }
         let mut drafter = self.drafter_for(req)?;
         let drafter = drafter
             .as_deref_mut()
             .map(|d| Box::new(d) as Box<dyn Drafter + '_>);
-        self.run(req, drafter, sink)
+        self.run(req, forced, drafter, sink)
     }
 
     /// The drafter `req` names, over the pool its scope and pool name give it (see
@@ -329,17 +372,18 @@ impl<'m> Engine<'m> {
     ) -> Result<GenerateOutput, EngineError> {
         self.check(req)?;
         let drafter = drafter.map(|d| Box::new(d) as Box<dyn Drafter + '_>);
-        self.run(req, drafter, sink)
+        self.run(req, None, drafter, sink)
     }
 
     /// Runs a checked request to its end, one batch of one at a time.
     fn run(
         &mut self,
         req: &GenerateRequest,
+        forced: Option<Forced>,
         drafter: Option<Box<dyn Drafter + '_>>,
         sink: &mut dyn FnMut(&str) -> bool,
     ) -> Result<GenerateOutput, EngineError> {
-        let mut g = self.open(req.clone(), drafter, Box::new(sink));
+        let mut g = self.open(req.clone(), forced, drafter, Box::new(sink));
         while !g.is_finished() {
             self.step(&mut [&mut g])?;
         }

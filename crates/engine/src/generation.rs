@@ -11,10 +11,11 @@ use std::time::{Duration, Instant};
 use specdec_drafters::{Drafter, TokenTree};
 use specdec_runtime::{Logits, Node, Sequence, Want};
 use specdec_tokenizer::{StreamDecoder, Tokenizer};
-use specdec_verify::Rng;
+use specdec_verify::{Forced, Rng};
 
 use crate::budget::{BatchLoad, BudgetPolicy, CostModel};
-use crate::request::{CacheScope, FinishReason, GenerateOutput, GenerateRequest, Speculation};
+use crate::request::{FinishReason, GenerateOutput, GenerateRequest, Speculation};
+use crate::scope::CacheScope;
 use crate::stats::SpecStats;
 use crate::stop::{StopEvent, StopMatcher};
 use crate::EngineError;
@@ -123,6 +124,9 @@ impl StepInput {
 /// One request being generated. Created by [`Engine::start`](crate::Engine::start).
 pub struct Generation<'a> {
     req: GenerateRequest,
+    /// The benchmark's forced output, verified in place of the request's rule (see
+    /// [`Engine::start_forced`](crate::Engine::start_forced)).
+    forced: Option<Forced>,
     seq: Sequence,
     /// Prompt tokens whose cache came from an earlier request.
     cached: usize,
@@ -142,6 +146,7 @@ pub struct Generation<'a> {
 impl<'a> Generation<'a> {
     pub(crate) fn new(
         mut req: GenerateRequest,
+        forced: Option<Forced>,
         seq: Sequence,
         drafter: Option<Box<dyn Drafter + 'a>>,
         sink: Sink<'a>,
@@ -149,12 +154,8 @@ impl<'a> Generation<'a> {
     ) -> Self {
         let cached = seq.len();
         // A forced output ends with its text (finish reason: length).
-        if let Some(n) = req
-            .speculation
-            .acceptance
-            .forced_remaining(req.prompt.len())
-        {
-            req.max_tokens = req.max_tokens.min(n);
+        if let Some(f) = &forced {
+            req.max_tokens = req.max_tokens.min(f.remaining(req.prompt.len()));
         }
         Generation {
             rng: Rng::new(req.sampling.seed),
@@ -169,6 +170,7 @@ impl<'a> Generation<'a> {
             context: req.prompt.clone(),
             finish: (req.max_tokens == 0).then_some(FinishReason::Length),
             req,
+            forced,
             seq,
             cached,
             drafter,
@@ -179,6 +181,7 @@ impl<'a> Generation<'a> {
         }
     }
 
+    /// Whether the generation has ended (a stop, the token budget, or an error).
     pub fn is_finished(&self) -> bool {
         self.finish.is_some()
     }
@@ -191,6 +194,11 @@ impl<'a> Generation<'a> {
     /// How the request speculates.
     pub fn speculation(&self) -> &Speculation {
         &self.req.speculation
+    }
+
+    /// Whether the output may differ from plain decoding's: a relaxed rule, or forced.
+    fn follows_drafts(&self) -> bool {
+        self.forced.is_some() || self.req.speculation.acceptance.is_relaxed()
     }
 
     /// Whose cached prefixes the request may reuse (and who may reuse its cache).
@@ -214,6 +222,7 @@ impl<'a> Generation<'a> {
         Option<(&'static str, BudgetPolicy)>,
     ) {
         let finish = self.finish.unwrap_or(FinishReason::Cancelled);
+        let relaxed = self.follows_drafts();
         self.out.finish(tok, finish);
         if let (Some(d), true) = (self.drafter.as_mut(), self.prefill_time.is_some()) {
             d.end(&self.context[self.req.prompt.len()..]); // begun at the end of prefill
@@ -233,8 +242,8 @@ impl<'a> Generation<'a> {
             elapsed: self.start.elapsed(),
             finish_reason: finish,
             spec: self.stats,
-            relaxed: self.req.speculation.acceptance.is_relaxed(),
-            forced: self.req.speculation.acceptance.is_forced(),
+            relaxed,
+            forced: self.forced.is_some(),
         };
         (out, self.seq, learned)
     }
@@ -290,7 +299,7 @@ impl<'a> Generation<'a> {
             _ => TokenTree::rooted(pending),
         };
         // An undrafted tree is kept as it is and counted as a plain row.
-        let tree = if self.req.speculation.acceptance.is_relaxed() {
+        let tree = if self.follows_drafts() {
             // Relaxed acceptance follows the drafts, so their sizes must follow neither the
             // machine's timing nor the batch's other members: sized as if alone on the
             // prior cost shape, a relaxed request writes the same text on every run.
@@ -306,11 +315,12 @@ impl<'a> Generation<'a> {
             self.policy.trim(tree, cap, self.seq.len(), cost, load)
         };
         self.stats.draft_time += t0.elapsed();
-        let want = if self
-            .req
-            .speculation
-            .acceptance
-            .argmax_suffices(&self.req.sampling)
+        let want = if self.forced.is_none()
+            && self
+                .req
+                .speculation
+                .acceptance
+                .argmax_suffices(&self.req.sampling)
         {
             Want::Argmax
         } else {
@@ -343,6 +353,14 @@ impl<'a> Generation<'a> {
             specdec_verify::verify_greedy_argmax(&tree, |i| {
                 logits.argmax(i).expect("every node's argmax was asked for")
             })
+        } else if let Some(forced) = &self.forced {
+            forced.verify(
+                &tree,
+                |i| logits.row(i),
+                &self.context,
+                &self.req.sampling,
+                &mut self.rng,
+            )
         } else {
             self.req.speculation.acceptance.verify(
                 &tree,

@@ -13,7 +13,9 @@ use crate::EngineError;
 
 /// What the edge needs of a model, without its weights.
 pub struct ModelMeta {
+    /// The model's hyper-parameters.
     pub config: ModelConfig,
+    /// The model's tokenizer.
     pub tokenizer: Arc<Tokenizer>,
     /// The file's template, or ChatML when it has none.
     pub template: Arc<ChatTemplate>,
@@ -62,8 +64,11 @@ impl ModelMeta {
 
 /// A model loaded for decoding, with its edge.
 pub struct Loaded {
+    /// The weights, ready to run.
     pub model: Model,
+    /// Its configuration, tokenizer and template.
     pub meta: ModelMeta,
+    /// The file it was loaded from.
     pub path: PathBuf,
     /// How the file says its logits are to be read as a draft's
     /// ([`DRAFT_SCORING_KEY`]; a target ignores it).

@@ -1,5 +1,6 @@
 //! Draft methods by name, as the CLI, benchmarks and server select them. A method's name
-//! is its drafter's name, so acceptance learned under one is found under the other.
+//! is its drafter's name, so acceptance learned under one is found under the other. Names
+//! are parsed with the rest of a speculation, in [`spec`](crate::spec) (`DraftMethod::parse`).
 
 use specdec_drafters::{
     Drafter, HistoryDrafter, HistoryDrafterConfig, MixDrafter, ReferenceDrafter, SuffixDrafter,
@@ -8,6 +9,7 @@ use specdec_drafters::{
 
 use crate::pools::Pool;
 
+/// Where a request's drafts come from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum DraftMethod {
     /// Plain decoding.
@@ -27,6 +29,7 @@ pub enum DraftMethod {
 }
 
 impl DraftMethod {
+    /// Every method, plain decoding first.
     pub const ALL: [DraftMethod; 7] = [
         DraftMethod::None,
         DraftMethod::Reference,
@@ -37,6 +40,7 @@ impl DraftMethod {
         DraftMethod::Auto,
     ];
 
+    /// The method's name, as requests and flags give it (its drafter's name).
     pub fn name(self) -> &'static str {
         match self {
             DraftMethod::None => "none",
@@ -47,16 +51,6 @@ impl DraftMethod {
             DraftMethod::History => "history",
             DraftMethod::Auto => "auto",
         }
-    }
-
-    pub fn parse(s: &str) -> Result<Self, String> {
-        Self::ALL
-            .into_iter()
-            .find(|m| m.name() == s)
-            .ok_or_else(|| {
-                let names: Vec<&str> = Self::ALL.iter().map(|m| m.name()).collect();
-                format!("unknown draft method `{s}` (known: {})", names.join(", "))
-            })
     }
 
     /// A drafter for one request; `pool` (the global one or a named one) is what the

@@ -10,7 +10,7 @@
 
 use specdec_runtime::Sequence;
 
-use crate::request::CacheScope;
+use crate::scope::CacheScope;
 
 /// Shared prefixes shorter than this are prefilled afresh (reuse would not pay).
 const MIN_REUSE: usize = 16;
@@ -35,6 +35,7 @@ fn common_prefix(a: &[u32], b: &[u32]) -> usize {
 }
 
 impl PrefixCache {
+    /// An empty cache holding at most `max_bytes` of KV cache.
     pub fn new(max_bytes: usize) -> Self {
         PrefixCache {
             entries: Vec::new(),

@@ -6,11 +6,14 @@ use specdec_verify::{Acceptance, SamplingParams};
 
 use crate::method::DraftMethod;
 use crate::pools::PoolName;
+use crate::scope::CacheScope;
+use crate::spec::SpeculationSpec;
 use crate::stats::SpecStats;
 
 /// How a request speculates: where drafts come from and how they are accepted.
 #[derive(Clone, Debug)]
 pub struct Speculation {
+    /// Where drafts come from.
     pub method: DraftMethod,
     /// Most draft nodes per step (0: plain decoding whatever the method).
     pub max_draft: usize,
@@ -25,60 +28,36 @@ pub struct Speculation {
 
 impl Default for Speculation {
     fn default() -> Self {
+        SpeculationSpec::default().into()
+    }
+}
+
+impl From<SpeculationSpec> for Speculation {
+    /// The spec's method and rule, with the default draft size, no references, the global
+    /// pool.
+    fn from(spec: SpeculationSpec) -> Self {
         Speculation {
-            method: DraftMethod::None,
+            method: spec.method,
             max_draft: 32,
             references: Vec::new(),
             pool: None,
-            acceptance: Acceptance::Strict,
+            acceptance: spec.acceptance,
         }
-    }
-}
-
-/// Who may reuse a request's cached prompt prefix, and whose it may reuse. A hit reports
-/// its length (`cached_prompt_tokens`) and is faster, so reuse across clients would let one
-/// learn another's prompt token by token: only requests of one scope share.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
-pub enum CacheScope {
-    /// Every request of this scope shares with every other (one caller's own engine: the
-    /// command line, a benchmark, a server without clients to tell apart).
-    #[default]
-    Shared,
-    /// Only requests of the same tenant share.
-    Tenant(Tenant),
-    /// Reuses nothing and leaves nothing for others.
-    Private,
-}
-
-/// A client identity for [`CacheScope::Tenant`] (an opaque string: a hash, a user id).
-#[derive(Clone, PartialEq, Eq, Hash)]
-pub struct Tenant(String);
-
-impl Tenant {
-    pub fn new(id: impl Into<String>) -> Self {
-        Tenant(id.into())
-    }
-
-    /// The identity (for keys derived from it, never for logs).
-    pub(crate) fn id(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Debug for Tenant {
-    /// Never the identity itself (requests are logged).
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Tenant(..)")
     }
 }
 
 /// A validated generation request in token space.
 #[derive(Clone, Debug)]
 pub struct GenerateRequest {
+    /// The prompt's tokens (chat template already applied, if any).
     pub prompt: Vec<u32>,
+    /// The most tokens to generate.
     pub max_tokens: usize,
+    /// Greedy or seeded sampling, and its parameters.
     pub sampling: SamplingParams,
+    /// Stop strings: generation ends before the first one the text produces.
     pub stop: Vec<String>,
+    /// How the request speculates.
     pub speculation: Speculation,
     /// Whose cached prefixes this request may reuse.
     pub cache_scope: CacheScope,
@@ -104,6 +83,7 @@ impl GenerateRequest {
     }
 }
 
+/// Why a generation ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FinishReason {
     /// An end-of-generation token or a stop string.
@@ -115,6 +95,7 @@ pub enum FinishReason {
 }
 
 impl FinishReason {
+    /// `stop`, `length` or `cancelled`, as the API reports it.
     pub fn as_str(self) -> &'static str {
         match self {
             FinishReason::Stop => "stop",
@@ -124,24 +105,34 @@ impl FinishReason {
     }
 }
 
+/// A finished generation: its tokens and text, and how it went.
 #[derive(Clone, Debug)]
 pub struct GenerateOutput {
+    /// The generated tokens.
     pub token_ids: Vec<u32>,
+    /// Their text, ending before a stop string that matched.
     pub text: String,
+    /// Tokens of the prompt.
     pub prompt_tokens: usize,
     /// Prompt tokens whose KV cache was reused from an earlier request (not prefilled).
     pub cached_prompt_tokens: usize,
+    /// Tokens generated.
     pub completion_tokens: usize,
     /// Target-model forwards, prefill included.
     pub forward_passes: usize,
+    /// Time from the generation's start until its prompt was in the cache (prefilled).
     pub prefill_time: Duration,
+    /// Time from the generation's start to its end.
     pub elapsed: Duration,
+    /// Why it ended.
     pub finish_reason: FinishReason,
+    /// Drafted and accepted tokens, overall and by source.
     pub spec: SpecStats,
     /// Whether a relaxed acceptance rule verified the drafts (the output may then differ
     /// from plain decoding's).
     pub relaxed: bool,
-    /// Whether the output was forced to a given text (benchmarks only; `relaxed` is set
-    /// too): it measures drafting, not the model.
+    /// Whether the output was forced to a given text (benchmarks only, see
+    /// [`Engine::start_forced`](crate::Engine::start_forced); `relaxed` is set too): it
+    /// measures drafting, not the model.
     pub forced: bool,
 }

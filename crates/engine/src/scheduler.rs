@@ -9,6 +9,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant};
 
 use specdec_drafters::Drafter;
+use specdec_verify::Forced;
 
 use crate::engine::Engine;
 use crate::generation::{Generation, Sink};
@@ -40,7 +41,9 @@ pub enum Outcome {
 /// A request that left, with the caller's payload.
 #[derive(Debug)]
 pub struct Finished<J> {
+    /// The payload the caller submitted the request with.
     pub job: J,
+    /// How it left.
     pub outcome: Outcome,
 }
 
@@ -109,10 +112,12 @@ impl<'m, J: Job> Scheduler<'m, J> {
         self
     }
 
+    /// The engine the requests run on.
     pub fn engine(&self) -> &Engine<'m> {
         &self.engine
     }
 
+    /// The engine, mutable (to save drafting state or manage pools between steps).
     pub fn engine_mut(&mut self) -> &mut Engine<'m> {
         &mut self.engine
     }
@@ -122,10 +127,12 @@ impl<'m, J: Job> Scheduler<'m, J> {
         self.active.len()
     }
 
+    /// Whether another request can start now (fewer than `max_concurrent` running).
     pub fn has_room(&self) -> bool {
         self.active.len() < self.max_concurrent
     }
 
+    /// Whether no request is running.
     pub fn is_idle(&self) -> bool {
         self.active.is_empty()
     }
@@ -147,6 +154,20 @@ impl<'m, J: Job> Scheduler<'m, J> {
         deadline: Option<Instant>,
     ) -> Result<(), (J, EngineError)> {
         let gen = self.engine.start(req, sink);
+        self.enter(gen, job, deadline)
+    }
+
+    /// Benchmarks only: starts `req` with its output forced (see
+    /// [`Engine::start_forced`]).
+    pub fn admit_forced(
+        &mut self,
+        req: GenerateRequest,
+        forced: Forced,
+        sink: Sink<'static>,
+        job: J,
+        deadline: Option<Instant>,
+    ) -> Result<(), (J, EngineError)> {
+        let gen = self.engine.start_forced(req, forced, sink);
         self.enter(gen, job, deadline)
     }
 

@@ -4,24 +4,30 @@ use std::collections::BTreeMap;
 
 use specdec_drafters::TokenTree;
 
+/// What speculation did for one request: steps, drafted and accepted tokens, by depth,
+/// draft size and source.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SpecStats {
     /// Decode steps (target forwards after prefill).
     pub steps: usize,
     /// Steps that verified a non-empty draft.
     pub draft_steps: usize,
+    /// Draft nodes verified, over all steps.
     pub drafted_tokens: usize,
+    /// Drafted tokens accepted (bonus tokens not counted).
     pub accepted_tokens: usize,
     /// Accepted tokens a relaxed rule kept although the target chose another token there
     /// (0 under strict verification).
     pub relaxed_tokens: usize,
-    /// accepted_by_position[d]: steps whose accepted path reached depth d + 1.
+    /// `accepted_by_position[d]`: steps whose accepted path reached depth d + 1.
     pub accepted_by_position: Vec<usize>,
-    /// steps_by_size[k]: decode steps that verified k drafted nodes (0: a plain step). With
+    /// `steps_by_size[k]`: decode steps that verified k drafted nodes (0: a plain step). With
     /// a forward cost curve this gives what the request's forwards cost, free of timing
     /// noise.
     pub steps_by_size: Vec<usize>,
+    /// Drafted nodes by draft source ([`specdec_drafters::Source::name`]).
     pub drafted_by_source: BTreeMap<&'static str, usize>,
+    /// Accepted tokens by the source that drafted them.
     pub accepted_by_source: BTreeMap<&'static str, usize>,
     /// Time spent drafting and sizing drafts (on the critical path, between forwards).
     pub draft_time: std::time::Duration,

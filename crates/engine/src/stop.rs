@@ -75,6 +75,7 @@ pub enum StopEvent {
 }
 
 impl StopMatcher {
+    /// A matcher for `stops` (empty strings are ignored).
     pub fn new(stops: Vec<String>) -> Self {
         StopMatcher {
             stops: stops
@@ -87,6 +88,8 @@ impl StopMatcher {
         }
     }
 
+    /// Appends newly decoded `text`: returns what can be released, holding back any tail that
+    /// may still begin a stop string, or the text before the first stop string matched.
     pub fn push(&mut self, text: &str) -> StopEvent {
         let base = self.held.len();
         self.held.push_str(text);

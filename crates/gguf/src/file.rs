@@ -15,16 +15,20 @@ const MAX_ARRAY_DEPTH: usize = 4;
 /// A tensor's name, shape and where its bytes lie in the file.
 #[derive(Clone, Debug)]
 pub struct TensorInfo {
+    /// The tensor's name, e.g. `blk.0.attn_q.weight`.
     pub name: String,
     /// GGML order: `dims[0]` is the contiguous (innermost) dimension.
     pub dims: Vec<u64>,
+    /// The element type.
     pub ty: GgmlType,
     /// Byte offset inside the file (already absolute).
     pub offset: usize,
+    /// Size of the tensor's data in bytes.
     pub size: usize,
 }
 
 impl TensorInfo {
+    /// Number of elements (the product of `dims`).
     pub fn elements(&self) -> u64 {
         self.dims.iter().product()
     }
@@ -46,8 +50,11 @@ impl Storage {
 
 /// A parsed GGUF file: metadata, tensor infos and the (memory-mapped) data.
 pub struct GgufFile {
+    /// The GGUF version (2 or 3).
     pub version: u32,
+    /// Metadata by key.
     pub metadata: BTreeMap<String, Value>,
+    /// Tensor infos, in file order.
     pub tensors: Vec<TensorInfo>,
     /// Each entry's key, type id and encoded value bytes in the file, in file order: a
     /// derived file copies these so values the reader normalises (lossy UTF-8 strings, an
@@ -68,6 +75,9 @@ impl std::fmt::Debug for GgufFile {
 
 impl GgufFile {
     /// Opens and memory-maps `path`, then parses and checks the header.
+    // Mapping a file is unsafe in memmap2 (another process may change it under the map);
+    // a map is what lets a multi-GB model load without copying it into memory.
+    #[allow(unsafe_code)]
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
         let io = |source| GgufError::Io {
@@ -225,6 +235,7 @@ impl GgufFile {
             .unwrap_or(DEFAULT_ALIGNMENT)
     }
 
+    /// The tensor named `name`, if present.
     pub fn tensor(&self, name: &str) -> Option<&TensorInfo> {
         self.tensors.iter().find(|t| t.name == name)
     }
@@ -238,6 +249,9 @@ impl GgufFile {
     /// repacked it does not keep a second copy of the weights resident. The data stays
     /// readable (pages fault in again from the file); a file read into memory is left as
     /// it is. Only a hint: errors are ignored.
+    // `madvise(DONTNEED)` is unsafe in memmap2 (it would discard writes to a private map);
+    // this map is read-only, see the SAFETY comment below.
+    #[allow(unsafe_code)]
     pub fn release(&self, info: &TensorInfo) {
         #[cfg(unix)]
         if let Storage::Mmap(m) = &self.storage {
@@ -250,6 +264,7 @@ impl GgufFile {
         }
     }
 
+    /// The metadata value under `key`, if present.
     pub fn get(&self, key: &str) -> Option<&Value> {
         self.metadata.get(key)
     }
@@ -267,27 +282,34 @@ impl GgufFile {
         }
     }
 
+    /// The string under `key`; an error if it is missing or not a string.
     pub fn get_str(&self, key: &str) -> Result<&str> {
         let v = self.require(key)?;
         v.as_str().ok_or_else(|| Self::wrong(key, "string", v))
     }
 
+    /// The non-negative integer under `key`, whatever its stored width; an error if it is
+    /// missing or not one.
     pub fn get_u64(&self, key: &str) -> Result<u64> {
         let v = self.require(key)?;
         v.as_u64()
             .ok_or_else(|| Self::wrong(key, "unsigned integer", v))
     }
 
+    /// The number (float or integer) under `key` as f64; an error if it is missing or not a
+    /// number.
     pub fn get_f64(&self, key: &str) -> Result<f64> {
         let v = self.require(key)?;
         v.as_f64().ok_or_else(|| Self::wrong(key, "number", v))
     }
 
+    /// The bool under `key`; an error if it is missing or not a bool.
     pub fn get_bool(&self, key: &str) -> Result<bool> {
         let v = self.require(key)?;
         v.as_bool().ok_or_else(|| Self::wrong(key, "bool", v))
     }
 
+    /// The array under `key`; an error if it is missing or not an array.
     pub fn get_array(&self, key: &str) -> Result<&[Value]> {
         let v = self.require(key)?;
         v.as_array().ok_or_else(|| Self::wrong(key, "array", v))

@@ -4,36 +4,69 @@
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[allow(non_camel_case_types)]
 pub enum GgmlType {
+    /// 32-bit IEEE float.
     F32,
+    /// 16-bit IEEE half float.
     F16,
+    /// 4-bit weights in blocks of 32 with one f16 scale (4.5 bits per weight).
     Q4_0,
+    /// 4-bit weights in blocks of 32 with an f16 scale and minimum (5 bits per weight).
     Q4_1,
+    /// 5-bit weights in blocks of 32 with one f16 scale (5.5 bits per weight).
     Q5_0,
+    /// 5-bit weights in blocks of 32 with an f16 scale and minimum (6 bits per weight).
     Q5_1,
+    /// 8-bit weights in blocks of 32 with one f16 scale (8.5 bits per weight).
     Q8_0,
+    /// 8-bit values in blocks of 32 with a scale and the block sum (llama.cpp's activation
+    /// format for the `_1` types).
     Q8_1,
+    /// k-quant: 2-bit weights in super-blocks of 256 with 4-bit sub-block scales and mins.
     Q2_K,
+    /// k-quant: 3-bit weights in super-blocks of 256 with 6-bit sub-block scales.
     Q3_K,
+    /// k-quant: 4-bit weights in super-blocks of 256 with 6-bit sub-block scales and mins.
     Q4_K,
+    /// k-quant: 5-bit weights in super-blocks of 256 with 6-bit sub-block scales and mins.
     Q5_K,
+    /// k-quant: 6-bit weights in super-blocks of 256 with 8-bit sub-block scales.
     Q6_K,
+    /// k-quant: 8-bit values in blocks of 256 with an f32 scale (llama.cpp's activation format
+    /// for the k-quants).
     Q8_K,
+    /// i-quant: about 2.06 bits per weight from a lattice codebook, super-blocks of 256.
     IQ2_XXS,
+    /// i-quant: about 2.31 bits per weight, super-blocks of 256.
     IQ2_XS,
+    /// i-quant: about 3.06 bits per weight, super-blocks of 256.
     IQ3_XXS,
+    /// i-quant: about 1.56 bits per weight, super-blocks of 256.
     IQ1_S,
+    /// i-quant: 4-bit non-linear levels in blocks of 32 with an f16 scale.
     IQ4_NL,
+    /// i-quant: about 3.44 bits per weight, super-blocks of 256.
     IQ3_S,
+    /// i-quant: about 2.56 bits per weight, super-blocks of 256.
     IQ2_S,
+    /// i-quant: 4-bit non-linear levels in super-blocks of 256 (4.25 bits per weight).
     IQ4_XS,
+    /// 8-bit signed integer.
     I8,
+    /// 16-bit signed integer.
     I16,
+    /// 32-bit signed integer.
     I32,
+    /// 64-bit signed integer.
     I64,
+    /// 64-bit IEEE float.
     F64,
+    /// i-quant: 1.75 bits per weight, super-blocks of 256.
     IQ1_M,
+    /// bfloat16 (the top 16 bits of an f32).
     BF16,
+    /// Ternary weights packed at about 1.69 bits per weight, super-blocks of 256.
     TQ1_0,
+    /// Ternary weights at 2 bits each (2.06 bits per weight), super-blocks of 256.
     TQ2_0,
 }
 

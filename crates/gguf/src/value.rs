@@ -3,18 +3,31 @@
 /// One metadata value. Arrays keep their elements as values; GGUF arrays are homogeneous.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Value {
+    /// Unsigned 8-bit integer (type id 0).
     U8(u8),
+    /// Signed 8-bit integer (type id 1).
     I8(i8),
+    /// Unsigned 16-bit integer (type id 2).
     U16(u16),
+    /// Signed 16-bit integer (type id 3).
     I16(i16),
+    /// Unsigned 32-bit integer (type id 4).
     U32(u32),
+    /// Signed 32-bit integer (type id 5).
     I32(i32),
+    /// 32-bit float (type id 6).
     F32(f32),
+    /// Boolean, one byte (type id 7).
     Bool(bool),
+    /// UTF-8 string, length-prefixed; invalid UTF-8 is read lossily (type id 8).
     String(String),
+    /// Array of values of one type (type id 9).
     Array(Vec<Value>),
+    /// Unsigned 64-bit integer (type id 10).
     U64(u64),
+    /// Signed 64-bit integer (type id 11).
     I64(i64),
+    /// 64-bit float (type id 12).
     F64(f64),
 }
 
@@ -38,6 +51,7 @@ impl Value {
         }
     }
 
+    /// The type's short name (`u32`, `string`, ...), for error messages.
     pub fn type_name(&self) -> &'static str {
         match self {
             Value::U8(_) => "u8",
@@ -91,6 +105,7 @@ impl Value {
         }
     }
 
+    /// The value if it is a bool.
     pub fn as_bool(&self) -> Option<bool> {
         match *self {
             Value::Bool(v) => Some(v),
@@ -98,6 +113,7 @@ impl Value {
         }
     }
 
+    /// The value if it is a string.
     pub fn as_str(&self) -> Option<&str> {
         match self {
             Value::String(s) => Some(s),
@@ -105,6 +121,7 @@ impl Value {
         }
     }
 
+    /// The elements if the value is an array.
     pub fn as_array(&self) -> Option<&[Value]> {
         match self {
             Value::Array(v) => Some(v),

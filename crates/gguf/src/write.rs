@@ -5,29 +5,42 @@ use crate::Value;
 
 /// One tensor to write.
 pub struct Tensor {
+    /// The tensor's name.
     pub name: String,
+    /// Its shape in GGML order (`dims[0]` innermost).
     pub dims: Vec<u64>,
+    /// Its GGML type id (see [`crate::GgmlType::id`]).
     pub type_id: u32,
     /// `None`: laid out after the previous tensor, aligned. `Some`: written as is.
     pub offset: Option<u64>,
+    /// Its encoded bytes.
     pub data: Vec<u8>,
 }
 
 /// A file to write: header fields, metadata and tensors, in order.
 pub struct Builder {
+    /// The first four bytes, `GGUF` unless a test wants a broken file.
     pub magic: [u8; 4],
+    /// The GGUF version written (3 by default).
     pub version: u32,
+    /// Alignment of the data section and of tensors placed automatically. Not written as
+    /// metadata: add `general.alignment` to `kv` when it is not the default 32.
     pub alignment: u64,
+    /// Metadata entries, written first and in order.
     pub kv: Vec<(String, Value)>,
     /// Entries already encoded, written after `kv`: what a file derived from another copies.
     pub raw_kv: Vec<RawKv>,
+    /// Tensors, in order.
     pub tensors: Vec<Tensor>,
 }
 
 /// A metadata entry as its on-disk bytes: the value's type id and its encoding.
 pub struct RawKv {
+    /// The metadata key.
     pub key: String,
+    /// The GGUF value type id written before the value.
     pub type_id: u32,
+    /// The value's encoding, copied as is.
     pub value: Vec<u8>,
 }
 
@@ -41,7 +54,9 @@ pub fn encode_value(v: &Value) -> Vec<u8> {
 /// A built file plus the positions of every u64 count/length field in it, so tests can
 /// corrupt exactly those.
 pub struct Built {
+    /// The file.
     pub bytes: Vec<u8>,
+    /// Byte offsets of every u64 count or length field in `bytes`.
     pub length_fields: Vec<usize>,
 }
 
@@ -78,6 +93,7 @@ impl Builder {
         self
     }
 
+    /// Adds an F32 tensor holding `values`, placed after the previous one (aligned).
     pub fn f32_tensor(self, name: &str, dims: &[u64], values: &[f32]) -> Self {
         let data = values.iter().flat_map(|v| v.to_le_bytes()).collect();
         self.tensor(name, dims, 0, data)
@@ -201,23 +217,11 @@ impl Writer {
 }
 
 impl Builder {
-    /// Writes the file to `path` atomically: a temporary file beside it, then a rename, so a
-    /// reader never sees half a model. Returns the number of bytes written.
+    /// Writes the file to `path` atomically and durably ([`specdec_fs::write_atomic`]), so
+    /// a reader never sees half a model. Returns the number of bytes written.
     pub fn write_to(&self, path: &std::path::Path) -> std::io::Result<u64> {
-        let dir = path.parent().filter(|p| !p.as_os_str().is_empty());
-        let name = path
-            .file_name()
-            .map_or("model".into(), |n| n.to_string_lossy().into_owned());
-        let tmp = dir
-            .unwrap_or(std::path::Path::new("."))
-            .join(format!(".{name}.tmp-{}", std::process::id()));
         let bytes = self.build();
-        std::fs::write(&tmp, &bytes).inspect_err(|_| {
-            let _ = std::fs::remove_file(&tmp);
-        })?;
-        std::fs::rename(&tmp, path).inspect_err(|_| {
-            let _ = std::fs::remove_file(&tmp);
-        })?;
+        specdec_fs::write_atomic(path, &bytes)?;
         Ok(bytes.len() as u64)
     }
 }

@@ -52,10 +52,12 @@ impl Executor {
         })
     }
 
+    /// Threads a matmul is split over (the calling thread included).
     pub fn threads(&self) -> usize {
         self.pool.threads()
     }
 
+    /// The instruction set the kernels run with.
     pub fn isa(&self) -> Isa {
         self.isa
     }
@@ -275,6 +277,39 @@ fn warm_range(w: &PackedMatrix, threads: usize, t: usize) -> Range<usize> {
     first..w.tile_offset(tiles.end).min(first + WARM_BYTES)
 }
 
+// `QuantizedRows::quantize_on` is defined here, beside the threads it spreads the rows
+// over, so that quant.rs needs nothing of the executor (exec.rs uses quant.rs).
+impl QuantizedRows {
+    /// `quantize` with the rows spread over `exec`'s threads: every block is quantized
+    /// on its own, so the bits are the same as `quantize`'s.
+    pub fn quantize_on(&mut self, exec: &Executor, x: &[f32], rows: usize, k: usize) {
+        const MIN_ROWS_PER_PART: usize = 4;
+        let parts = (rows / MIN_ROWS_PER_PART).min(exec.threads() * 2);
+        if parts < 2 {
+            return self.quantize(x, rows, k);
+        }
+        if !self.prepare(x, rows, k) {
+            return;
+        }
+        let rows_per = rows.div_ceil(parts);
+        let q_parts: Vec<_> = self
+            .row_parts_mut(rows_per)
+            .map(std::sync::Mutex::new)
+            .collect();
+        let run = exec.for_each(q_parts.len(), &|p| {
+            let mut guard = q_parts[p].lock().unwrap_or_else(|e| e.into_inner());
+            let (q, meta) = &mut *guard;
+            let start = p * rows_per * k;
+            simd::quantize_rows(&x[start..start + q.len()], q, meta);
+        });
+        if run.is_err() {
+            // A worker died mid-way; redo it here so the buffer is never half written.
+            drop(q_parts);
+            self.quantize(x, rows, k);
+        }
+    }
+}
+
 /// Tiles of share i: contiguous, depending only on (n_tiles, shares); a thread's shares
 /// are consecutive, so its part of the matrix is one contiguous range.
 fn share_of(n_tiles: usize, shares: usize, i: usize) -> Range<usize> {
@@ -360,6 +395,35 @@ mod tests {
                 let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
                 assert_eq!(bits(&got), bits(&want), "{format:?} rows={rows}");
             }
+        }
+    }
+
+    #[test]
+    fn quantize_on_threads_gives_quantize_bits() {
+        let key =
+            |m: &crate::format::BlockMeta| (m.d.to_bits(), m.sx.to_bits(), m.c8, m.c128, m.c32);
+        for threads in [1, 3] {
+            let exec = Executor::new(threads);
+            for rows in [1, 7, 16, 33] {
+                let k = 96;
+                let x: Vec<f32> = (0..rows * k)
+                    .map(|i| ((i * 37 % 101) as f32 - 50.0) * 0.031)
+                    .collect();
+                let mut want = QuantizedRows::new();
+                want.quantize(&x, rows, k);
+                let mut got = QuantizedRows::new();
+                got.quantize_on(&exec, &x, rows, k);
+                assert_eq!((got.rows(), got.k()), (rows, k));
+                assert_eq!(got.q(), want.q(), "threads={threads} rows={rows}");
+                let (g, w): (Vec<_>, Vec<_>) = (
+                    got.meta().iter().map(key).collect(),
+                    want.meta().iter().map(key).collect(),
+                );
+                assert_eq!(g, w, "threads={threads} rows={rows}");
+            }
+            let mut bad = QuantizedRows::new();
+            bad.quantize_on(&exec, &[0.0; 40], 8, 5);
+            assert!(bad.check().is_err());
         }
     }
 }

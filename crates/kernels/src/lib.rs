@@ -22,6 +22,14 @@
 //! # Ok::<(), specdec_kernels::KernelError>(())
 //! ```
 
+// The workspace denies `unsafe_code`; this crate is where specdec keeps it. The SIMD
+// kernels call `std::arch` intrinsics (unsafe to call, and chosen by run-time CPU
+// feature detection) on raw pointers into the packed tiles; the aligned buffers manage
+// their own allocations; the thread pool publishes each job to its workers through a
+// raw pointer, and the workers' shares write disjoint output columns through raw
+// pointers. Every unsafe block says why it is sound in a `// SAFETY:` comment.
+#![allow(unsafe_code)]
+
 mod align;
 mod block_quant;
 mod error;

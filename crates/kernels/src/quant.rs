@@ -34,7 +34,7 @@ impl QuantizedRows {
 
     /// Checks the shape and sizes the buffers for it; `false` (and an invalid buffer)
     /// when the arguments are inconsistent.
-    fn prepare(&mut self, x: &[f32], rows: usize, k: usize) -> bool {
+    pub(crate) fn prepare(&mut self, x: &[f32], rows: usize, k: usize) -> bool {
         if !k.is_multiple_of(QK) || rows.checked_mul(k) != Some(x.len()) {
             self.bad = Some((x.len(), rows, k));
             self.rows = 0;
@@ -49,35 +49,17 @@ impl QuantizedRows {
         true
     }
 
-    /// `quantize` with the rows spread over `exec`'s threads: every block is quantized
-    /// on its own, so the bits are the same as `quantize`'s.
-    pub fn quantize_on(&mut self, exec: &crate::Executor, x: &[f32], rows: usize, k: usize) {
-        const MIN_ROWS_PER_PART: usize = 4;
-        let parts = (rows / MIN_ROWS_PER_PART).min(exec.threads() * 2);
-        if parts < 2 {
-            return self.quantize(x, rows, k);
-        }
-        if !self.prepare(x, rows, k) {
-            return;
-        }
-        let rows_per = rows.div_ceil(parts);
-        let q_parts: Vec<_> = self
-            .q
+    /// The prepared buffers in parts of `rows_per` rows each (the last may be shorter):
+    /// quants and block metadata, for [`QuantizedRows::quantize_on`] (in `exec.rs`, beside
+    /// the threads it spreads the parts over).
+    pub(crate) fn row_parts_mut(
+        &mut self,
+        rows_per: usize,
+    ) -> impl Iterator<Item = (&mut [i8], &mut [BlockMeta])> {
+        let k = self.k;
+        self.q
             .chunks_mut(rows_per * k)
             .zip(self.meta.chunks_mut(rows_per * k / QK))
-            .map(std::sync::Mutex::new)
-            .collect();
-        let run = exec.for_each(q_parts.len(), &|p| {
-            let mut guard = q_parts[p].lock().unwrap_or_else(|e| e.into_inner());
-            let (q, meta) = &mut *guard;
-            let start = p * rows_per * k;
-            crate::simd::quantize_rows(&x[start..start + q.len()], q, meta);
-        });
-        if run.is_err() {
-            // A worker died mid-way; redo it here so the buffer is never half written.
-            drop(q_parts);
-            self.quantize(x, rows, k);
-        }
     }
 
     /// Number of rows quantized by the last successful `quantize` (0 if it failed).

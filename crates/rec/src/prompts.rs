@@ -1,4 +1,4 @@
-//! The knowledge prompts of RECSYS.md: one per user (profile and recent rated history, then a
+//! The knowledge prompts of docs/recsys.md: one per user (profile and recent rated history, then a
 //! request to analyse their tastes) and one per item (title, year and genres, then a request
 //! to introduce the movie). The job wraps each in the model's chat template.
 //!
@@ -22,7 +22,7 @@
 
 use crate::movielens::{Dataset, Item, Rating, User};
 
-/// The aspects RECSYS.md asks about.
+/// The aspects docs/recsys.md asks about.
 const USER_ASPECTS: &str = "the genres and eras they prefer, directors and actors they may \
      like, the moods and themes they enjoy, and what they rate low";
 const ITEM_ASPECTS: &str = "genre, director and main cast, setting, plot and themes, mood, \

@@ -1,4 +1,4 @@
-//! Leave-last-out (RECSYS.md): per user, interactions sorted by (timestamp, item_id); the
+//! Leave-last-out (docs/recsys.md): per user, interactions sorted by (timestamp, item_id); the
 //! last is the test target, the second-to-last the validation target, the rest training.
 //! Sorting on the item id as well makes ties on the timestamp (common in MovieLens, where
 //! users rated many movies in one sitting) independent of file order.
@@ -8,6 +8,7 @@ use crate::movielens::{Dataset, Rating};
 /// The default number of history items in a prompt.
 pub const DEFAULT_HISTORY: usize = 10;
 
+/// The ratings split leave-last-out: training, validation and test interactions.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Split {
     /// Sorted by (user, timestamp, item).
@@ -19,6 +20,8 @@ pub struct Split {
 }
 
 impl Split {
+    /// Splits `data`'s ratings: per user, the last (by timestamp, then item id) is the test
+    /// target, the one before it the validation target, the rest training.
     pub fn leave_last_out(data: &Dataset) -> Self {
         let mut sorted = data.ratings.clone();
         // The rating only orders exact duplicates, so that even they do not depend on file order.

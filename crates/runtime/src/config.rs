@@ -21,21 +21,36 @@ pub enum RopeStyle {
     NeoX,
 }
 
+/// A model's hyper-parameters: what sizes its weights, caches and forward.
 #[derive(Clone, Debug)]
 pub struct ModelConfig {
+    /// The architecture family, from `general.architecture`.
     pub arch: Arch,
+    /// The model's name (`general.name`, else the architecture's).
     pub name: String,
+    /// Transformer blocks.
     pub n_layers: usize,
+    /// Width of the residual stream (embedding length).
     pub hidden: usize,
+    /// Query heads.
     pub n_heads: usize,
+    /// Key/value heads (fewer than `n_heads` with grouped-query attention).
     pub n_kv_heads: usize,
+    /// Width of one attention head.
     pub head_dim: usize,
+    /// Width of the feed-forward's hidden layer.
     pub ffn: usize,
+    /// Vocabulary size: rows of the embedding, width of the logits.
     pub vocab: usize,
+    /// The longest sequence the model was trained for; sequences are capped at it.
     pub context_length: usize,
+    /// RoPE frequency base (of the global layers, for models with local ones).
     pub rope_base: f32,
+    /// Leading dimensions of each head that RoPE rotates.
     pub rope_dims: usize,
+    /// How RoPE pairs dimensions, fixed by the architecture.
     pub rope_style: RopeStyle,
+    /// Epsilon of the RMS norms.
     pub rms_eps: f32,
 }
 
@@ -63,10 +78,12 @@ impl ModelConfig {
         }
     }
 
+    /// Width of the concatenated query heads.
     pub fn q_dim(&self) -> usize {
         self.n_heads * self.head_dim
     }
 
+    /// Width of the concatenated key (or value) heads: one position's cache per layer.
     pub fn kv_dim(&self) -> usize {
         self.n_kv_heads * self.head_dim
     }

@@ -162,6 +162,7 @@ impl Sequence {
         self.tokens.len()
     }
 
+    /// Whether no token is committed yet.
     pub fn is_empty(&self) -> bool {
         self.tokens.is_empty()
     }

@@ -7,6 +7,9 @@ use crate::config::ModelConfig;
 use crate::RuntimeError;
 
 impl ModelConfig {
+    /// Reads and checks the hyper-parameters under `<general.architecture>.*`: an
+    /// unsupported architecture, head layout or RoPE scaling, or a size out of bounds, is
+    /// an error naming its key.
     pub fn from_gguf(f: &GgufFile) -> Result<Self, RuntimeError> {
         let arch_name = f.get_str("general.architecture")?.to_string();
         let Some(family) = crate::arch::by_name(&arch_name) else {

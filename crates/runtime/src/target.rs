@@ -6,6 +6,7 @@ use crate::{Logits, Model, ModelConfig, RuntimeError, SeqInput, Sequence};
 /// deterministic fake in tests. A forward must be batch-invariant (a node's logits do not
 /// depend on what else is in the batch) for speculation to stay exact.
 pub trait Target: Send + Sync {
+    /// The model's hyper-parameters (vocabulary and context length are what decoding reads).
     fn config(&self) -> &ModelConfig;
 
     /// A new empty sequence.

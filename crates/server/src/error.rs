@@ -23,6 +23,24 @@ fn clip_to(input: &str, max: usize) -> String {
     }
 }
 
+/// Errors starting the server.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// Loading the model or the drafting state failed.
+    #[error(transparent)]
+    Engine(#[from] specdec_engine::EngineError),
+    /// The engine thread could not be spawned.
+    #[error("could not start the engine thread: {0}")]
+    Thread(std::io::Error),
+    /// A server setting is out of range or inconsistent.
+    #[error("invalid setting: {0}")]
+    Config(String),
+    /// The `--catalogue` for `/v1/recommend` could not be loaded.
+    #[error("loading the recommendation catalogue: {0}")]
+    Catalogue(#[from] specdec_rec::RecError),
+}
+
+/// A request's failure, sent to the client as OpenAI's error body with its HTTP status.
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
     /// The body is not JSON, or not the shape of a request.
@@ -31,39 +49,57 @@ pub enum ApiError {
     /// A parameter is out of range, unsupported or inconsistent.
     #[error("{message}")]
     Invalid {
+        /// What is wrong, and how to fix it.
         message: String,
+        /// The request field at fault, when there is one.
         param: Option<&'static str>,
     },
     /// The prompt and `max_tokens` do not fit the context (the engine's
     /// `EngineError::ContextOverflow`, whose message says what to fix).
     #[error(transparent)]
     ContextLength(specdec_engine::EngineError),
+    /// The request names a model other than the one served.
     #[error("the model `{requested}` does not exist; this server serves `{served}`")]
-    UnknownModel { requested: String, served: String },
+    UnknownModel {
+        /// The model the request named.
+        requested: String,
+        /// The model this server serves.
+        served: String,
+    },
+    /// The API key is missing or wrong.
     #[error("missing or wrong API key: send `Authorization: Bearer <key>`")]
     Unauthorized,
+    /// The body did not arrive in time (seconds allowed).
     #[error("the request body did not arrive within {0} s")]
     BodyTimeout(f64),
+    /// The body is over the size limit (bytes allowed).
     #[error("the request body is over the limit of {0} bytes")]
     TooLarge(usize),
+    /// No route for the path.
     #[error("no route for {}", clip(.0))]
     NotFound(String),
+    /// The route does not take this HTTP method.
     #[error("{} does not accept this HTTP method", clip(.0))]
     MethodNotAllowed(String),
+    /// Too many requests running or queued (the limit).
     #[error("the server is at capacity ({0} requests running or queued); retry shortly")]
     QueueFull(usize),
+    /// The client holds the most connections one client may (the limit).
     #[error(
         "this client has {0} connections open, the most one client may hold: send requests \
          on those (keep-alive) or close some"
     )]
     TooManyConnections(usize),
+    /// The request ran past the server's timeout (seconds).
     #[error("the request did not finish within the server's timeout of {0} s")]
     Timeout(u64),
+    /// `/v1/recommend` without a catalogue loaded.
     #[error(
         "recommendation is not enabled on this server: start it with `specdec serve --catalogue \
          movielens` (or `--catalogue FILE`, a file of titles one per line)"
     )]
     RecommendDisabled,
+    /// The engine has stopped taking requests.
     #[error("the engine is shutting down")]
     Unavailable,
     /// A named drafting pool's files could not be loaded. What went wrong (with the
@@ -84,6 +120,7 @@ pub enum ApiError {
 }
 
 impl ApiError {
+    /// An [`ApiError::Invalid`] blaming `param`.
     pub fn invalid(param: &'static str, message: impl Into<String>) -> Self {
         ApiError::Invalid {
             message: message.into(),
@@ -91,6 +128,7 @@ impl ApiError {
         }
     }
 
+    /// The HTTP status the error is sent with.
     pub fn status(&self) -> StatusCode {
         match self {
             ApiError::Malformed(_)

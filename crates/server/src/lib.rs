@@ -6,6 +6,12 @@
 //! reference drafter, and a `speculation` field selects the draft method per request; every
 //! response reports its speculation statistics. The model runs on one engine thread that
 //! batches the requests in flight into shared forwards.
+//!
+//! Modules: [`api`] (the wire format), [`validate`] (bodies into engine requests; the
+//! `speculation` field's method and verification rule), `routes` and `connections` (HTTP),
+//! [`worker`] (the engine thread and its queue), [`recommend`] (`/v1/recommend`: AtSpeed's
+//! speculative beam search when a draft model is loaded), `prediction` (Predicted Outputs
+//! accounting), [`metrics`] and [`error`].
 
 pub mod api;
 mod connections;
@@ -15,6 +21,7 @@ pub mod metrics;
 mod prediction;
 pub mod recommend;
 mod routes;
+mod state;
 pub mod validate;
 pub mod worker;
 
@@ -23,51 +30,43 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use specdec_engine::{DraftMethod, EngineError, Loaded, PoolLimits, PoolName, Pools};
+use specdec_engine::{DraftMethod, Loaded, PoolLimits, PoolName, Pools};
 use specdec_rec::recommend::CatalogueSource;
 
-pub use error::ApiError;
+pub use error::{ApiError, ServerError};
 pub use recommend::{RecommendLimits, Recommender};
-pub use routes::router;
+pub use routes::{router, BodyReadTimeout, MAX_BODY_BYTES};
+pub use state::AppState;
 pub use validate::Frontend;
-
-/// Request bodies beyond this are refused. Room for the longest prompt text a 32k-context
-/// model takes (4 MiB for Qwen2.5, whose tokens span up to 128 bytes) with 1 MiB of
-/// references, even escaped as JSON's worst (6 bytes a byte). What a body costs to parse
-/// is bounded by its JSON values (see `json_budget`), not by this.
-pub const MAX_BODY_BYTES: usize = 32 << 20;
-
-/// Errors starting the server.
-#[derive(Debug, thiserror::Error)]
-pub enum ServerError {
-    #[error(transparent)]
-    Engine(#[from] EngineError),
-    #[error("could not start the engine thread: {0}")]
-    Thread(std::io::Error),
-    #[error("invalid setting: {0}")]
-    Config(String),
-    #[error("loading the recommendation catalogue: {0}")]
-    Catalogue(#[from] specdec_rec::RecError),
-}
 
 /// Settings of `specdec serve`.
 #[derive(Clone, Debug)]
 pub struct ServerConfig {
+    /// The GGUF model served.
     pub model: PathBuf,
     /// The id clients pass as `model` (default: the file's stem).
     pub model_id: Option<String>,
+    /// The key clients must send as `Authorization: Bearer <key>` (none: no key needed).
     pub api_key: Option<String>,
+    /// Kernel threads for the model's forwards.
     pub threads: usize,
+    /// Requests generated together (batched into shared forwards).
     pub max_concurrent: usize,
+    /// Requests running or waiting at most; more are refused with 429.
     pub max_queue: usize,
+    /// A request running longer is ended with a timeout error.
     pub timeout: Duration,
+    /// The global pool's trie file (its history index beside it); none: the global pool lives in
+    /// memory only.
     pub trie: Option<PathBuf>,
     /// Folder of the named drafting pools (`NAME.trie` and `NAME.history` each; none:
     /// pools live in memory).
     pub pools: Option<PathBuf>,
     /// The most tokens each pool's history index holds (oldest requests evicted first).
     pub history_tokens: usize,
+    /// The draft method of requests that name none.
     pub default_method: DraftMethod,
+    /// Most draft nodes per step for requests that do not say.
     pub default_max_draft: usize,
     /// Memory for finished requests' KV caches reused by requests sharing a prefix
     /// (0: off).
@@ -119,21 +118,12 @@ pub const SERVER_POOL_LIMITS: PoolLimits = PoolLimits {
     max_saved_tenants: 4096,
 };
 
-/// What every handler shares.
-pub struct AppState {
-    pub frontend: Frontend,
-    pub queue: worker::Queue,
-    pub metrics: Arc<metrics::Metrics>,
-    pub api_key: Option<String>,
-    /// `/v1/recommend`'s catalogue and draft (none: the endpoint says how to enable it).
-    pub recommender: Option<Recommender>,
-    /// Unix seconds at start-up.
-    pub started: u64,
-}
-
 /// A loaded server: the router's state and the engine thread behind it.
 pub struct Server {
+    /// The state the router serves from.
     pub state: Arc<AppState>,
+    /// The engine thread; it ends once its queue is closed and the work in flight is done,
+    /// after saving the drafting state.
     pub engine: std::thread::JoinHandle<()>,
 }
 
@@ -223,7 +213,13 @@ impl Server {
         )?
         .with_limits(config.pool_limits)
         .with_shared(config.shared_pools.iter().cloned());
-        let recommender = Recommender::load(config, &loaded, recommend)?;
+        let recommender = Recommender::load(
+            config.catalogue.as_ref(),
+            config.draft_model.as_deref(),
+            config.threads,
+            &loaded,
+            recommend,
+        )?;
         let model = Arc::new(loaded.model);
         let metrics = Arc::new(metrics::Metrics::new(&frontend.model_id));
         // Up to `max_concurrent` run and `max_queue` more wait, however fast the engine thread
@@ -292,11 +288,6 @@ impl Default for ConnectionLimits {
         }
     }
 }
-
-/// How long a request's body may take to arrive (an extension the router's handlers read;
-/// absent, as under a test's `oneshot`, bodies are read without a limit).
-#[derive(Clone, Copy, Debug)]
-pub struct BodyReadTimeout(pub Duration);
 
 /// Counts a request in flight on its connection until dropped.
 struct InFlight(Arc<AtomicUsize>);

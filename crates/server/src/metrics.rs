@@ -110,6 +110,7 @@ impl Health {
 }
 
 impl Metrics {
+    /// Empty counters for the model `model_name` (every series is labelled with it).
     pub fn new(model_name: &str) -> Self {
         let escaped = escape_label(model_name);
         Metrics {
@@ -127,6 +128,7 @@ impl Metrics {
         }
     }
 
+    /// Adds `delta` (+1 or -1) to the requests waiting.
     pub fn queued(&self, delta: i64) {
         self.waiting.fetch_add(delta, Relaxed);
     }
@@ -136,10 +138,12 @@ impl Metrics {
         (self.waiting.load(Relaxed), self.running.load(Relaxed))
     }
 
+    /// Adds `delta` (+1 or -1) to the requests running.
     pub fn running(&self, delta: i64) {
         self.running.fetch_add(delta, Relaxed);
     }
 
+    /// Records a request's time to first token, `after` its arrival.
     pub fn first_token(&self, after: Duration) {
         self.ttft.observe(after.as_secs_f64());
     }

@@ -1,24 +1,19 @@
 //! `POST /v1/recommend`: the K catalogue items a watch history leads the model to, by
 //! catalogue-constrained beam search (AtSpeed). The body is parsed into a
 //! [`ValidRecommend`] here; the search runs on the engine thread (see
-//! [`worker`](crate::worker)), and the answer is the one `specdec rec recommend --json`
-//! prints, in an envelope.
+//! [`worker`](crate::worker)), and the handler (in `routes`) answers with what
+//! `specdec rec recommend --json` prints, in an envelope.
 
+use std::path::Path;
 use std::sync::Arc;
-use std::time::Instant;
 
-use axum::extract::{Request, State};
-use axum::response::{IntoResponse, Response};
-use axum::Json;
 use serde::Deserialize;
 use specdec_engine::beam::{BeamOptions, BeamVerify, DraftScoring};
 use specdec_engine::{Loaded, Model, Tokenizer};
 use specdec_rec::recommend::service::history_tokens;
-use specdec_rec::recommend::{answer_json, ItemCatalogue};
+use specdec_rec::recommend::{CatalogueSource, ItemCatalogue};
 
-use crate::error::ApiError;
-use crate::worker::RecommendJob;
-use crate::{AppState, ServerConfig, ServerError};
+use crate::error::{ApiError, ServerError};
 
 /// Items returned when a request does not say.
 pub const DEFAULT_K: usize = 10;
@@ -80,11 +75,13 @@ impl RecommendLimits {
 /// What `/v1/recommend` searches: the catalogue, and a draft model to speculate with.
 #[derive(Clone)]
 pub struct Recommender {
+    /// The items recommended from.
     pub catalogue: Arc<ItemCatalogue>,
     /// The longest catalogue entry, in tokens: the most steps a search takes.
     pub item_tokens: usize,
     /// What one request may ask of the search.
     pub limits: RecommendLimits,
+    /// The draft model for speculative beam search (AtSpeed), if loaded.
     pub draft: Option<Arc<Model>>,
     /// How the draft's logits are read (its file's `specdec.draft.scoring`).
     pub draft_scoring: DraftScoring,
@@ -100,21 +97,23 @@ impl std::fmt::Debug for Recommender {
 }
 
 impl Recommender {
-    /// The recommender `config` asks for, on the target `loaded` (none without a
-    /// catalogue). A draft is checked against the target's vocabulary here (by
-    /// `load_draft`), not at the first request.
+    /// The recommender of the server's `catalogue` and `draft_model` (read with `threads`),
+    /// on the target `loaded` (none without a catalogue). A draft is checked against the
+    /// target's vocabulary here (by `load_draft`), not at the first request.
     pub fn load(
-        config: &ServerConfig,
+        catalogue: Option<&CatalogueSource>,
+        draft_model: Option<&Path>,
+        threads: usize,
         loaded: &Loaded,
         limits: RecommendLimits,
     ) -> Result<Option<Recommender>, ServerError> {
-        let Some(source) = &config.catalogue else {
+        let Some(source) = catalogue else {
             return Ok(None);
         };
         let catalogue = source.load(&loaded.meta.tokenizer)?;
-        let (draft, draft_scoring) = match &config.draft_model {
+        let (draft, draft_scoring) = match draft_model {
             Some(path) => {
-                let d = specdec_engine::load_draft(path, &loaded.meta, config.threads)?;
+                let d = specdec_engine::load_draft(path, &loaded.meta, threads)?;
                 (Some(Arc::new(d.model)), d.draft_scoring)
             }
             None => (None, DraftScoring::default()),
@@ -149,6 +148,7 @@ pub struct RecommendBody {
     pub model: Option<String>,
     /// Titles watched, oldest first (a title not in the catalogue stays free text).
     pub history: Vec<String>,
+    /// Items to return, 1 to the server's `max_k` (default 10, capped at `max_k`).
     pub k: Option<i64>,
     /// `strict` (the default: plain beam search's list) or `relaxed` (needs a draft).
     pub verify: Option<String>,
@@ -163,7 +163,9 @@ pub struct RecommendBody {
 /// A request the engine thread can run as it is.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ValidRecommend {
+    /// Titles watched, oldest first.
     pub history: Vec<String>,
+    /// The search to run.
     pub opts: BeamOptions,
 }
 
@@ -174,11 +176,15 @@ fn bad(param: &'static str, message: impl Into<String>) -> ApiError {
 /// What a body is checked against: the served model, whether there is a draft, the
 /// limits, and the tokenizer that measures the history's prompt.
 pub struct Checks<'a> {
+    /// The served model's id.
     pub model_id: &'a str,
+    /// Whether the server has a draft model.
     pub has_draft: bool,
+    /// What one request may ask.
     pub limits: RecommendLimits,
     /// The catalogue's longest entry, in tokens.
     pub item_tokens: usize,
+    /// The target's tokenizer.
     pub tokenizer: &'a Tokenizer,
 }
 
@@ -350,51 +356,9 @@ fn validate(checks: &Checks<'_>, b: RecommendBody) -> Result<ValidRecommend, Api
     })
 }
 
-/// The handler: parse off the runtime, wait for the engine thread, answer in one piece.
-pub(crate) async fn handle(State(s): State<Arc<AppState>>, req: Request) -> Response {
-    match answer(s, req).await {
-        Ok(v) => Json(v).into_response(),
-        Err(e) => e.into_response(),
-    }
-}
-
-async fn answer(s: Arc<AppState>, req: Request) -> Result<serde_json::Value, ApiError> {
-    if s.recommender.is_none() {
-        return Err(ApiError::RecommendDisabled);
-    }
-    let body = crate::routes::body_bytes(crate::routes::read_body(req).await?)?;
-    let state = s.clone();
-    let valid = crate::routes::off_runtime(move || {
-        let rec = state
-            .recommender
-            .as_ref()
-            .ok_or(ApiError::RecommendDisabled)?;
-        let checks = Checks {
-            model_id: &state.frontend.model_id,
-            has_draft: rec.draft.is_some(),
-            limits: rec.limits,
-            item_tokens: rec.item_tokens,
-            tokenizer: &state.frontend.tokenizer,
-        };
-        parse(&checks, &body)
-    })
-    .await?;
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    let opts = valid.opts.clone();
-    s.queue.submit_recommend(RecommendJob {
-        request: valid,
-        reply: tx,
-        arrived: Instant::now(),
-        slot: None,
-    })?;
-    let found = rx.await.map_err(|_| ApiError::Unavailable)??;
-    let mut v = answer_json(&found, &opts);
-    v["object"] = "recommendation".into();
-    v["model"] = s.frontend.model_id.clone().into();
-    Ok(v)
-}
-
-#[cfg(test)]
+// On the default model's tokenizer (its token counts are what the limits are checked
+// against), so in the real-model tier only (`--features real-models`).
+#[cfg(all(test, feature = "real-models"))]
 mod tests {
     use super::*;
 

@@ -4,7 +4,7 @@ use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -23,9 +23,21 @@ use crate::api::{
     CompletionTokensDetails, ModelCard, ModelList, PromptTokensDetails, SpeculationReport, Usage,
 };
 use crate::error::ApiError;
+use crate::recommend;
+use crate::state::AppState;
 use crate::validate::{self, Endpoint, ValidRequest};
-use crate::worker::{Event, Job};
-use crate::AppState;
+use crate::worker::{Event, Job, RecommendJob};
+
+/// Request bodies beyond this are refused. Room for the longest prompt text a 32k-context
+/// model takes (4 MiB for Qwen2.5, whose tokens span up to 128 bytes) with 1 MiB of
+/// references, even escaped as JSON's worst (6 bytes a byte). What a body costs to parse
+/// is bounded by its JSON values (see `json_budget`), not by this.
+pub const MAX_BODY_BYTES: usize = 32 << 20;
+
+/// How long a request's body may take to arrive (an extension the router's handlers read;
+/// absent, as under a test's `oneshot`, bodies are read without a limit).
+#[derive(Clone, Copy, Debug)]
+pub struct BodyReadTimeout(pub Duration);
 
 /// The application: every endpoint, with the API key checked on `/v1`.
 pub fn router(state: Arc<AppState>) -> Router {
@@ -33,7 +45,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/chat/completions", post(chat))
         .route("/v1/completions", post(completions))
         .route("/v1/models", get(models))
-        .route("/v1/recommend", post(crate::recommend::handle))
+        .route("/v1/recommend", post(recommend))
         .route_layer(middleware::from_fn_with_state(state.clone(), auth));
     Router::new()
         .merge(v1)
@@ -43,7 +55,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .method_not_allowed_fallback(|uri: Uri| async move {
             ApiError::MethodNotAllowed(uri.path().to_string())
         })
-        .layer(axum::extract::DefaultBodyLimit::max(crate::MAX_BODY_BYTES))
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)
 }
 
@@ -120,6 +132,51 @@ async fn completions(State(s): State<Arc<AppState>>, req: Request) -> Response {
     generate(s, Endpoint::Completion, req).await
 }
 
+/// `POST /v1/recommend`: parse off the runtime, wait for the engine thread, answer in one
+/// piece.
+async fn recommend(State(s): State<Arc<AppState>>, req: Request) -> Response {
+    match recommend_answer(s, req).await {
+        Ok(v) => Json(v).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn recommend_answer(s: Arc<AppState>, req: Request) -> Result<serde_json::Value, ApiError> {
+    if s.recommender.is_none() {
+        return Err(ApiError::RecommendDisabled);
+    }
+    let body = body_bytes(read_body(req).await?)?;
+    let state = s.clone();
+    let valid = off_runtime(move || {
+        let rec = state
+            .recommender
+            .as_ref()
+            .ok_or(ApiError::RecommendDisabled)?;
+        let checks = recommend::Checks {
+            model_id: &state.frontend.model_id,
+            has_draft: rec.draft.is_some(),
+            limits: rec.limits,
+            item_tokens: rec.item_tokens,
+            tokenizer: &state.frontend.tokenizer,
+        };
+        recommend::parse(&checks, &body)
+    })
+    .await?;
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let opts = valid.opts.clone();
+    s.queue.submit_recommend(RecommendJob {
+        request: valid,
+        reply: tx,
+        arrived: Instant::now(),
+        slot: None,
+    })?;
+    let found = rx.await.map_err(|_| ApiError::Unavailable)??;
+    let mut v = specdec_rec::recommend::answer_json(&found, &opts);
+    v["object"] = "recommendation".into();
+    v["model"] = s.frontend.model_id.clone().into();
+    Ok(v)
+}
+
 /// The tenant header's one value, if any. A request carrying it more than once is refused:
 /// the first value was taken, so a client could get ahead of a gateway that appends its
 /// own, and no order of several values can be trusted. (A proxy that folds repeated lines
@@ -152,14 +209,11 @@ async fn generate(s: Arc<AppState>, endpoint: Endpoint, req: Request) -> Respons
     }
 }
 
-/// The body, within the connection's [`BodyReadTimeout`](crate::BodyReadTimeout) when
+/// The body, within the connection's [`BodyReadTimeout`] when
 /// it has one: a client that sends half a body does not hold a connection forever.
 pub(crate) async fn read_body(req: Request) -> Result<Result<Bytes, BytesRejection>, ApiError> {
     use axum::extract::FromRequest;
-    let limit = req
-        .extensions()
-        .get::<crate::BodyReadTimeout>()
-        .map(|t| t.0);
+    let limit = req.extensions().get::<BodyReadTimeout>().map(|t| t.0);
     let read = Bytes::from_request(req, &());
     match limit {
         Some(d) => tokio::time::timeout(d, read)
@@ -233,7 +287,7 @@ pub(crate) async fn off_runtime<T: Send + 'static>(
 /// The body's bytes, or the error a body that could not be read answers.
 pub(crate) fn body_bytes(body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
     body.map_err(|e| match e.status() {
-        axum::http::StatusCode::PAYLOAD_TOO_LARGE => ApiError::TooLarge(crate::MAX_BODY_BYTES),
+        axum::http::StatusCode::PAYLOAD_TOO_LARGE => ApiError::TooLarge(MAX_BODY_BYTES),
         _ => ApiError::Malformed(format!("could not read the body: {e}")),
     })
 }

@@ -41,15 +41,19 @@ pub fn events() -> (mpsc::Sender<Event>, mpsc::Receiver<Event>) {
 pub enum Event {
     /// Final text, in order.
     Text(String),
+    /// The request ended: its output, or why it failed.
     Done(Result<Box<GenerateOutput>, ApiError>),
 }
 
+/// A generation to run (`/v1/chat/completions`, `/v1/completions`).
 pub struct Job {
+    /// The validated request.
     pub gen: GenerateRequest,
     /// Whether the client reads the text as it comes (SSE).
     pub stream: bool,
     /// Bounded by [`STREAM_BUFFER_EVENTS`] (see there).
     pub events: mpsc::Sender<Event>,
+    /// When the request arrived: its timeout and latency count from here.
     pub arrived: Instant,
     /// The job's place in the server (set by [`Queue::submit`]).
     pub slot: Option<Slot>,
@@ -57,9 +61,11 @@ pub struct Job {
 
 /// A recommendation to search (`/v1/recommend`).
 pub struct RecommendJob {
+    /// The validated request.
     pub request: ValidRecommend,
     /// Closed when the client went away (the search is then skipped).
     pub reply: oneshot::Sender<Result<Recommendation, ApiError>>,
+    /// When the request arrived: its timeout and latency count from here.
     pub arrived: Instant,
     /// The job's place in the server (set by [`Queue::submit_recommend`]).
     pub slot: Option<Slot>,
@@ -67,7 +73,9 @@ pub struct RecommendJob {
 
 /// What the queue carries to the engine thread.
 pub enum Work {
+    /// A generation.
     Generate(Job),
+    /// A recommendation search.
     Recommend(RecommendJob),
 }
 
@@ -119,10 +127,14 @@ impl Shutdown {
     }
 }
 
+/// How the engine thread runs.
 #[derive(Clone, Debug)]
 pub struct WorkerConfig {
+    /// Requests generated together.
     pub max_concurrent: usize,
+    /// A request running longer (from its arrival) is ended with a timeout error.
     pub timeout: Duration,
+    /// Memory for reused prompt prefixes' KV caches (0: off).
     pub prefix_cache_bytes: usize,
     /// What `/v1/recommend` searches (none: the endpoint is off).
     pub recommender: Option<Recommender>,

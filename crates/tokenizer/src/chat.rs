@@ -12,11 +12,14 @@ use crate::{Result, TokenizerError};
 /// One message of a conversation.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ChatMessage {
+    /// Who speaks: `system`, `user`, `assistant`, or whatever the template accepts.
     pub role: String,
+    /// The message text.
     pub content: String,
 }
 
 impl ChatMessage {
+    /// A message from `role` saying `content`.
     pub fn new(role: impl Into<String>, content: impl Into<String>) -> Self {
         ChatMessage {
             role: role.into(),
@@ -244,7 +247,7 @@ impl ChatTemplate {
 
     /// Renders `messages`; with `add_generation_prompt` the text ends where the assistant's
     /// reply begins. Errors (including `raise_exception`) carry minijinja's message. The
-    /// work and the text of a render are bounded by its input's size (see [`FUEL_BASE`]):
+    /// work and the text of a render are bounded by its input's size (see `FUEL_BASE`):
     /// past the bound it fails with [`TokenizerError::TemplateTooCostly`].
     pub fn render(&self, messages: &[ChatMessage], add_generation_prompt: bool) -> Result<String> {
         let contents: Vec<&str> = messages.iter().map(|m| m.content.as_str()).collect();

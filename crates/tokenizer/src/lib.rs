@@ -23,6 +23,11 @@
 //! * In SentencePiece models, text right after a special or user-defined token gets its own
 //!   `▁` prefix, as in llama.cpp (and HF's legacy Llama tokenizer).
 //! * Qwen2-family vocabularies get HF's NFC normalization, which llama.cpp skips.
+//!
+//! Modules: `meta` (the checked `tokenizer.ggml.*` metadata), `build` (the HF pipeline it
+//! describes), `tokenizer` ([`Tokenizer`]: encoding, decoding, special tokens), `stream`
+//! ([`StreamDecoder`]), `chat` and `chat_time` ([`ChatTemplate`]: the GGUF's Jinja template
+//! rendered with minijinja, with a small `strftime`).
 
 mod build;
 mod chat;
@@ -42,20 +47,33 @@ pub use tokenizer::{ModelKind, Tokenizer};
 /// Everything that can go wrong building or using a tokenizer or chat template.
 #[derive(Debug, thiserror::Error)]
 pub enum TokenizerError {
+    /// A metadata key the tokenizer needs is absent from the GGUF.
     #[error("tokenizer metadata key `{0}` is missing")]
     MissingMetadata(String),
+    /// A metadata value has the wrong type or an unusable content.
     #[error("tokenizer metadata key `{key}` is invalid: {reason}")]
-    InvalidMetadata { key: String, reason: String },
+    InvalidMetadata {
+        /// The metadata key.
+        key: String,
+        /// What is wrong with its value.
+        reason: String,
+    },
+    /// `tokenizer.ggml.model` names a model other than `gpt2` or `llama`.
     #[error(
         "tokenizer model `{0}` (tokenizer.ggml.model) is not supported; supported: gpt2, llama"
     )]
     UnsupportedModel(String),
+    /// The HF `tokenizers` pipeline rejected the vocabulary, merges or pre-tokenizer.
     #[error("cannot build the tokenizer: {0}")]
     Build(String),
+    /// Encoding failed, or a chat message's role holds special-token text.
     #[error("cannot encode text: {0}")]
     Encode(String),
+    /// The chat template does not parse.
     #[error("chat template has a syntax error: {0}")]
     TemplateSyntax(String),
+    /// The chat template failed while rendering (it raised an error, or its output cannot
+    /// be traced back to the messages).
     #[error("cannot render the chat template: {0}")]
     TemplateRender(String),
     /// The template did more work, or wrote more text, than a render of its input may
@@ -67,10 +85,14 @@ pub enum TokenizerError {
          template that loops on its own is refused"
     )]
     TemplateTooCostly {
+        /// The fuel the render was allowed.
         fuel: u64,
+        /// Messages rendered.
         messages: usize,
+        /// Their total size in bytes.
         bytes: usize,
     },
 }
 
+/// A result whose error is a [`TokenizerError`].
 pub type Result<T> = std::result::Result<T, TokenizerError>;

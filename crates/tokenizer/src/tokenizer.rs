@@ -314,10 +314,12 @@ impl Tokenizer {
         self.pieces.len()
     }
 
+    /// The beginning-of-sequence token (`tokenizer.ggml.bos_token_id`), if the file names one.
     pub fn bos_id(&self) -> Option<u32> {
         self.bos
     }
 
+    /// The end-of-sequence token (`tokenizer.ggml.eos_token_id`), if the file names one.
     pub fn eos_id(&self) -> Option<u32> {
         self.eos
     }
@@ -365,10 +367,12 @@ impl Tokenizer {
         self.parse.token_to_id(piece)
     }
 
+    /// Which tokenizer model the file describes (byte-level BPE or SentencePiece).
     pub fn model_kind(&self) -> ModelKind {
         self.model
     }
 
+    /// The pre-tokenizer `tokenizer.ggml.pre` selected.
     pub fn pre_tokenizer(&self) -> PreTokenizerKind {
         self.pre
     }

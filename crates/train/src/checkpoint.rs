@@ -18,7 +18,9 @@ use crate::TrainError;
 /// What a checkpoint records beside the tensors.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CheckpointMeta {
+    /// The draft's hyper-parameters.
     pub config: DraftConfig,
+    /// The run's options, so a resumed run trains as the original would.
     pub opts: TrainOptions,
     /// Epochs finished.
     pub epochs_done: usize,
@@ -75,9 +77,12 @@ pub fn save_checkpoint(
         optimizer_steps: trainer.steps(),
         generation,
     };
-    let tmp = with_suffix(base, ".json.tmp");
-    std::fs::write(&tmp, serde_json::to_vec_pretty(&meta)?)?;
-    std::fs::rename(&tmp, json_path(base))?;
+    // The data files must be on disk before the JSON that names them is.
+    for f in [&params, &adam] {
+        std::fs::File::open(f)?.sync_all()?;
+    }
+    specdec_fs::write_atomic(&json_path(base), &serde_json::to_vec_pretty(&meta)?)
+        .map_err(std::io::Error::from)?;
     if let Some(g) = previous {
         let (p, a) = data_paths(base, g);
         for f in [p, a] {

@@ -1,7 +1,8 @@
-//! Draft alignment training for speculative beam search (AtSpeed, METHODS.md section 4):
+//! Draft alignment training for speculative beam search (AtSpeed, docs/methods/atspeed.md):
 //! teacher data from the target through specdec's runtime ([`teacher`]), a small Llama
 //! draft in candle ([`model`]), the objectives ([`loss`]), the training loop's pieces
-//! ([`train`]) and the GGUF export the runtime loads ([`export`]).
+//! ([`train`]) and the GGUF export the runtime loads ([`export`]). Interrupted runs resume
+//! from [`checkpoint`]s, which is why the optimiser is specdec's own ([`optim`]).
 
 pub mod checkpoint;
 pub mod export;
@@ -18,20 +19,29 @@ pub use model::{Draft, DraftConfig, Layout};
 pub use teacher::{TeacherCase, TeacherData, TeacherKey, TeacherUser};
 pub use train::{StepLoss, TrainOptions, Trainer};
 
+/// Everything that can go wrong generating teacher data, training, checkpointing or
+/// exporting a draft.
 #[derive(Debug, thiserror::Error)]
 pub enum TrainError {
+    /// A candle tensor operation failed (shapes, dtypes, safetensors files).
     #[error(transparent)]
     Candle(#[from] candle_core::Error),
+    /// The target's runtime failed (loading it, or a forward for teacher data).
     #[error(transparent)]
     Runtime(#[from] specdec_runtime::RuntimeError),
+    /// The engine's beam search for teacher data failed.
     #[error(transparent)]
     Engine(#[from] specdec_engine::EngineError),
+    /// Reading or writing a file failed.
     #[error(transparent)]
     Io(#[from] std::io::Error),
+    /// A JSON file (teacher data, checkpoint metadata) is malformed.
     #[error(transparent)]
     Json(#[from] serde_json::Error),
+    /// The draft's hyper-parameters are inconsistent (heads, sizes).
     #[error("draft configuration: {0}")]
     Config(String),
+    /// Teacher data does not fit the draft or the options (vocabulary, sizes, emptiness).
     #[error("teacher data: {0}")]
     Teacher(String),
 }

@@ -1,4 +1,4 @@
-//! The training objectives (METHODS.md section 4): loss = (1 - alpha) * CE(ground truth)
+//! The training objectives (docs/methods/atspeed.md): loss = (1 - alpha) * CE(ground truth)
 //! + alpha * L_align, with L_align one of KD, AtSpeed-S or AtSpeed-R.
 //!
 //! Alignment losses compare, at each scored position, the draft's distribution q and the
@@ -22,12 +22,17 @@ pub enum Objective {
     /// Forward KL(p || q) along the teacher's beams.
     Kd,
     /// Reverse KL(q || p) over the draft's top-k tokens plus p_k * H(q_topk).
-    AtSpeedS { k: usize },
+    AtSpeedS {
+        /// How many of the draft's most likely tokens the reverse KL covers.
+        k: usize,
+    },
     /// Total variation distance 1/2 sum |q - p|.
     AtSpeedR,
 }
 
 impl Objective {
+    /// The objective's name on the command line and in reports (`ce`, `kd`, `atspeed-s`,
+    /// `atspeed-r`).
     pub fn name(&self) -> &'static str {
         match self {
             Objective::Ce => "ce",

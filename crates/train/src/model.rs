@@ -18,14 +18,23 @@ use crate::TrainError;
 /// The draft's hyper-parameters.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DraftConfig {
+    /// Transformer blocks.
     pub n_layers: usize,
+    /// Width of the residual stream.
     pub hidden: usize,
+    /// Query heads.
     pub n_heads: usize,
+    /// Key/value heads (grouped-query attention).
     pub n_kv_heads: usize,
+    /// Width of the feed-forward's hidden layer.
     pub ffn: usize,
+    /// Vocabulary size: the target's, so draft and target share token ids.
     pub vocab: usize,
+    /// Longest sequence: the RoPE tables' size in training, and the export's context length.
     pub context_length: usize,
+    /// RoPE frequency base.
     pub rope_base: f32,
+    /// Epsilon of the RMS norms.
     pub rms_eps: f32,
 }
 
@@ -45,6 +54,7 @@ impl DraftConfig {
         }
     }
 
+    /// Width of one attention head (`hidden / n_heads`).
     pub fn head_dim(&self) -> usize {
         self.hidden / self.n_heads
     }
@@ -87,7 +97,9 @@ impl DraftConfig {
 
 /// The draft: its configuration and its trainable parameters.
 pub struct Draft {
+    /// The hyper-parameters.
     pub config: DraftConfig,
+    /// The trainable parameters, by GGUF tensor name.
     pub vars: VarMap,
     cos: Tensor,
     sin: Tensor,

@@ -18,6 +18,8 @@ struct Slot {
     v: Var,
 }
 
+/// AdamW over named candle variables, with moments and step count a checkpoint can save
+/// and restore.
 pub struct AdamW {
     slots: Vec<Slot>,
     steps: usize,
@@ -46,11 +48,14 @@ impl AdamW {
         })
     }
 
+    /// Backpropagates `loss` and takes one step with its gradients.
     pub fn backward_step(&mut self, loss: &Tensor) -> Result<(), TrainError> {
         let grads = loss.backward()?;
         self.step(&grads)
     }
 
+    /// One AdamW step with `grads`, as candle's `AdamW::step` computes it; variables without a
+    /// gradient are left as they are.
     pub fn step(&mut self, grads: &GradStore) -> Result<(), TrainError> {
         self.steps += 1;
         let p = &self.params;

@@ -23,6 +23,7 @@ use crate::TrainError;
 pub struct TeacherKey {
     /// The target (for example its file name and size).
     pub model: String,
+    /// Beam width: beams per user.
     pub k: usize,
     /// Which users, described (for example "valid targets, first 100").
     pub users: String,
@@ -37,7 +38,9 @@ pub const FORMAT: u32 = 2;
 /// One position along a beam: after the prompt and `beam`'s first `depth` tokens.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Position {
+    /// Index of the first beam (in [`TeacherUser::beams`]) through this position.
     pub beam: usize,
+    /// Tokens of that beam before the position.
     pub depth: usize,
     /// The allowed tokens, by id, with the target's log-probability of each.
     pub allowed: Vec<(u32, f32)>,
@@ -46,12 +49,15 @@ pub struct Position {
 /// One training user's teacher data.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TeacherUser {
+    /// The user's id.
     pub user: u32,
+    /// The user's prompt, tokenized.
     pub prompt: Vec<u32>,
     /// The ground-truth item's tokens, its end token last.
     pub truth: Vec<u32>,
     /// The target's K best items' tokens, best first, and their scores.
     pub beams: Vec<Vec<u32>>,
+    /// Each beam's score (summed log-probability), in the same order.
     pub scores: Vec<f64>,
     /// Every distinct position along the beams.
     pub positions: Vec<Position>,
@@ -61,16 +67,22 @@ pub struct TeacherUser {
     pub truth_choices: Vec<(usize, Vec<u32>)>,
 }
 
+/// A teacher file: what it was made from and every user's data.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TeacherData {
+    /// What the file was made from.
     pub key: TeacherKey,
+    /// One entry per training user, in the order given.
     pub users: Vec<TeacherUser>,
 }
 
 /// A user to make teacher data for.
 pub struct TeacherCase {
+    /// The user's id.
     pub user: u32,
+    /// The user's prompt, tokenized.
     pub prompt: Vec<u32>,
+    /// The ground-truth item's tokens, its end token last.
     pub truth: Vec<u32>,
 }
 
@@ -197,13 +209,13 @@ fn truth_choices(cat: &Catalogue, truth: &[u32]) -> Result<Vec<(usize, Vec<u32>)
 }
 
 impl TeacherData {
+    /// Writes the data as JSON, atomically (a crash leaves the old file or the new one).
     pub fn save(&self, path: &Path) -> Result<(), TrainError> {
-        let tmp = path.with_extension("tmp");
-        std::fs::write(&tmp, serde_json::to_vec(self)?)?;
-        std::fs::rename(&tmp, path)?;
+        specdec_fs::write_atomic(path, &serde_json::to_vec(self)?).map_err(std::io::Error::from)?;
         Ok(())
     }
 
+    /// Reads a file [`TeacherData::save`] wrote.
     pub fn load(path: &Path) -> Result<Self, TrainError> {
         Ok(serde_json::from_slice(&std::fs::read(path)?)?)
     }

@@ -17,18 +17,26 @@ use crate::optim::{AdamW, ParamsAdamW};
 use crate::teacher::TeacherUser;
 use crate::TrainError;
 
+/// How a draft is trained: objective, loss weight and optimisation schedule.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TrainOptions {
+    /// The alignment objective.
     pub objective: Objective,
     /// Weight of the alignment loss (ignored by CE).
     pub alpha: f64,
+    /// AdamW's learning rate.
     pub learning_rate: f64,
+    /// Users per optimiser step (one batch).
     pub users_per_step: usize,
+    /// Passes over the teacher data.
     pub epochs: usize,
+    /// Seeds each epoch's user order.
     pub seed: u64,
 }
 
 impl TrainOptions {
+    /// `objective` with alignment weight `alpha`, and the default schedule: learning rate
+    /// 1e-3, 4 users per step, 3 epochs, seed 0.
     pub fn new(objective: Objective, alpha: f64) -> Self {
         TrainOptions {
             objective,
@@ -52,15 +60,18 @@ impl TrainOptions {
 pub struct Batch {
     /// `[users, len]` token ids and their tree layout.
     pub tokens: Tensor,
+    /// Positions and attention of each row's tree.
     pub layout: Layout,
     /// Flat row indices (`user * len + node`) of the teacher positions, then of the
     /// ground truth's.
     pub rows: Vec<u32>,
+    /// How many of `rows` are teacher positions (the rest are the ground truth's).
     pub n_align: usize,
     /// `[columns]`: every token allowed at some row.
     pub columns: Tensor,
     /// `[rows, width]`: each row's allowed tokens as indices into `columns`, and a mask.
     pub allowed: Tensor,
+    /// `[rows, width]`: 1 on `allowed`'s real entries, 0 on padding.
     pub mask: Tensor,
     /// `[n_align, width]`: the target's log p renormalised over the allowed tokens.
     pub log_p: Tensor,
@@ -115,6 +126,8 @@ struct Read {
 }
 
 impl Batch {
+    /// The batch of `users`, one tree per user; an error if a user's teacher data does not
+    /// fit its beams and ground truth.
     pub fn new(users: &[&TeacherUser]) -> Result<Batch, TrainError> {
         let mut trees = Vec::with_capacity(users.len());
         let (mut align, mut truth) = (Vec::new(), Vec::new());
@@ -261,8 +274,11 @@ fn renormalised(allowed: &[(u32, f32)]) -> Vec<f32> {
 /// One step's losses.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct StepLoss {
+    /// The loss minimised: `(1 - alpha) * ce + alpha * align`.
     pub total: f64,
+    /// Ground-truth cross-entropy.
     pub ce: f64,
+    /// The alignment loss (0 when it is not used).
     pub align: f64,
 }
 
@@ -311,12 +327,15 @@ pub fn batch_loss(
 
 /// A draft and its optimiser.
 pub struct Trainer {
+    /// The draft being trained.
     pub draft: Draft,
+    /// How it is trained.
     pub opts: TrainOptions,
     pub(crate) opt: AdamW,
 }
 
 impl Trainer {
+    /// A trainer for `draft` with a fresh AdamW (moments zero, no weight decay).
     pub fn new(draft: Draft, opts: TrainOptions) -> Result<Self, TrainError> {
         let params = ParamsAdamW {
             lr: opts.learning_rate,

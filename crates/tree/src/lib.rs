@@ -19,7 +19,10 @@ pub use walk::{ancestor_chains, chain_break};
 /// the node directly continues the sequence's committed tokens.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Node {
+    /// The token id.
     pub token: u32,
+    /// Index of the parent node in the same tree, or `None` for a node that continues the
+    /// committed tokens directly (a root).
     pub parent: Option<u32>,
 }
 
@@ -41,11 +44,26 @@ impl Node {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TreeError {
     /// The node's parent does not precede it.
-    ParentAfter { node: usize, parent: u32 },
+    ParentAfter {
+        /// The offending node.
+        node: usize,
+        /// Its parent, at or after `node`.
+        parent: u32,
+    },
     /// The node's parent is not on the current root-to-node chain (DFS order broken).
-    NotContiguous { node: usize, parent: u32 },
+    NotContiguous {
+        /// The offending node.
+        node: usize,
+        /// Its parent, whose subtree an earlier node already left.
+        parent: u32,
+    },
     /// A sibling already carries the node's token.
-    DuplicateSibling { node: usize, token: u32 },
+    DuplicateSibling {
+        /// The offending node.
+        node: usize,
+        /// The token it shares with an earlier sibling.
+        token: u32,
+    },
 }
 
 impl std::fmt::Display for TreeError {
@@ -80,6 +98,7 @@ pub struct TokenTree {
 }
 
 impl TokenTree {
+    /// An empty tree.
     pub fn new() -> Self {
         TokenTree::default()
     }
@@ -115,10 +134,12 @@ impl TokenTree {
         (self.nodes.len() - 1) as u32
     }
 
+    /// Number of nodes, the root included.
     pub fn len(&self) -> usize {
         self.nodes.len()
     }
 
+    /// Whether the tree has no node at all (not even a root).
     pub fn is_empty(&self) -> bool {
         self.nodes.is_empty()
     }
@@ -139,22 +160,27 @@ impl TokenTree {
             && self.nodes[1..].iter().all(|n| n.parent.is_some())
     }
 
+    /// The nodes, parents before children.
     pub fn nodes(&self) -> &[Node] {
         &self.nodes
     }
 
+    /// Per-node metadata, indexed like [`TokenTree::nodes`].
     pub fn meta(&self) -> &[Meta] {
         &self.meta
     }
 
+    /// Per-node metadata, mutable (e.g. to rescore nodes after drafting).
     pub fn meta_mut(&mut self) -> &mut [Meta] {
         &mut self.meta
     }
 
+    /// The token of node `i`.
     pub fn token(&self, i: usize) -> u32 {
         self.nodes[i].token
     }
 
+    /// The parent of node `i`, `None` for a root.
     pub fn parent(&self, i: usize) -> Option<usize> {
         self.nodes[i].parent.map(|p| p as usize)
     }

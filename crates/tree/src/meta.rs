@@ -22,6 +22,7 @@ pub enum Source {
 }
 
 impl Source {
+    /// The source's lowercase name, as statistics and logs report it.
     pub fn name(self) -> &'static str {
         match self {
             Source::Root => "root",
@@ -39,6 +40,7 @@ impl Source {
 /// Per-node metadata.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Meta {
+    /// Which draft source proposed the node.
     pub source: Source,
     /// The drafter's confidence in `[0, 1]`, higher is better (used to rank and trim).
     pub score: f32,

@@ -7,13 +7,16 @@
 
 use std::cmp::Ordering;
 
-use crate::Rng;
+use crate::rng::Rng;
 
 /// One (parent beam, token) pair and its cumulative log-probability.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Candidate {
+    /// Index of the beam it extends.
     pub parent: usize,
+    /// The token appended.
     pub token: u32,
+    /// The extended beam's cumulative log-probability.
     pub score: f64,
 }
 

@@ -7,139 +7,34 @@
 //! node — the argmax, or a sample drawn with one uniform number per emitted token — so
 //! given logits that are bit-identical to plain decoding's (the runtime guarantees that),
 //! the emitted tokens are exactly those of plain decoding, greedy or seeded sampling alike.
+//!
+//! Modules, leaves first: `rng` and `sampling`; `walk` (the walk and strict verification);
+//! `relaxed` (LASER's rule and its parameters) and `forced` (the benchmark's rule) on it;
+//! `rule` (a request's [`Acceptance`]) on those. None imports a module above it.
+//!
+//! By method: strict greedy and seeded-sampling verification of draft trees is `walk`
+//! ([`verify_strict`], [`verify_greedy_argmax`]); LASER's relaxed rule (top-k, tau) is
+//! `relaxed` ([`Relaxed`]); beam-search verification is [`beam`]: the target's top-K step
+//! that plain and strict speculative beam search share, and AtSpeed's relaxed sampling
+//! step.
 
 pub mod beam;
+mod forced;
 mod relaxed;
 mod rng;
 mod rule;
 pub mod sampling;
+mod walk;
 
+pub use forced::Forced;
+pub use relaxed::Relaxed;
 pub use rng::Rng;
-pub use rule::{Acceptance, Relaxed};
+pub use rule::Acceptance;
 pub use sampling::{argmax, distribution, draw, sample, SamplingParams};
+pub use walk::{verify_greedy_argmax, verify_strict, walk, walk_with, Step, Verdict};
+
+#[cfg(test)]
 use specdec_tree::TokenTree;
-
-/// The outcome of verifying one tree (node indices are the tree's: node 0 is the pending
-/// token, already emitted and not yet evaluated; drafted nodes hang below it).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Verdict {
-    /// Accepted drafted nodes, from below the root down to a leaf (never node 0).
-    pub accepted: Vec<usize>,
-    /// The target's own token after the last accepted node.
-    pub bonus: u32,
-    /// How many of `accepted` a relaxed rule kept although they are not the token the
-    /// target itself chose there (0 under strict verification).
-    pub relaxed: usize,
-}
-
-impl Verdict {
-    /// The tokens this step emits: the accepted drafts, then the bonus.
-    pub fn emitted(&self, tree: &TokenTree) -> Vec<u32> {
-        let mut out: Vec<u32> = self.accepted.iter().map(|&i| tree.token(i)).collect();
-        out.push(self.bonus);
-        out
-    }
-}
-
-/// What a rule decides at one node of the walk.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Step {
-    /// Accept child `child` and go on from it; `relaxed` when the target's own choice
-    /// at this node was another token.
-    Descend { child: usize, relaxed: bool },
-    /// Stop here and emit `bonus`, the target's token at this node.
-    Stop { bonus: u32 },
-}
-
-impl Step {
-    /// Strict rule: descend into the child carrying `token` (the target's choice at
-    /// `node`), or stop with it.
-    pub fn strict(tree: &TokenTree, node: usize, token: u32) -> Step {
-        match tree.child_with(Some(node), token) {
-            Some(child) => Step::Descend {
-                child,
-                relaxed: false,
-            },
-            None => Step::Stop { bonus: token },
-        }
-    }
-}
-
-/// Walks `tree` from its root, node 0: at each node `rule(node, path_tokens)` chooses
-/// which child to accept, if any (a rule may choose among a node's children), or the
-/// bonus. `path_tokens` are the tokens emitted so far in this step.
-pub fn walk_with(tree: &TokenTree, mut rule: impl FnMut(usize, &[u32]) -> Step) -> Verdict {
-    let mut node = 0usize;
-    let mut accepted = Vec::new();
-    let mut emitted = Vec::new();
-    let mut relaxed = 0;
-    loop {
-        match rule(node, &emitted) {
-            Step::Descend { child, relaxed: r } => {
-                debug_assert_eq!(tree.parent(child), Some(node), "a rule descends to a child");
-                accepted.push(child);
-                emitted.push(tree.token(child));
-                relaxed += usize::from(r);
-                node = child;
-            }
-            Step::Stop { bonus } => {
-                return Verdict {
-                    accepted,
-                    bonus,
-                    relaxed,
-                }
-            }
-        }
-    }
-}
-
-/// Walks `tree` from its root, node 0: at each node `choose(node, path_tokens)` gives the
-/// target's token there; the walk descends into the child carrying that token, or stops and
-/// makes it the bonus. `path_tokens` are the tokens emitted so far in this step.
-pub fn walk(tree: &TokenTree, mut choose: impl FnMut(usize, &[u32]) -> u32) -> Verdict {
-    walk_with(tree, |node, path| {
-        Step::strict(tree, node, choose(node, path))
-    })
-}
-
-/// Strict verification with the request's sampling parameters: greedy when the temperature
-/// is 0, else exact sampling. `logits(i)` are the target's logits at node `i`. `context` is
-/// every token before node 0's successors (prompt + output, node 0 last), for the
-/// repetition penalty. Draws one number per emitted token.
-pub fn verify_strict<'l>(
-    tree: &TokenTree,
-    logits: impl Fn(usize) -> &'l [f32],
-    context: &[u32],
-    params: &SamplingParams,
-    rng: &mut Rng,
-) -> Verdict {
-    walk(tree, strict_choice(logits, context, params, rng))
-}
-
-/// Strict greedy verification from each node's argmax alone (`argmax(i)`: the target's
-/// largest logit at node `i`, the lowest index on ties): the verdict [`verify_strict`]
-/// gives whenever [`Acceptance::argmax_suffices`](crate::Acceptance::argmax_suffices).
-pub fn verify_greedy_argmax(tree: &TokenTree, argmax: impl Fn(usize) -> u32) -> Verdict {
-    walk(tree, |node, _| argmax(node))
-}
-
-/// The target's own choice at a node, as strict verification makes it: a chooser for
-/// [`walk`] (other rules fall back on it). Draws one number per call.
-pub(crate) fn strict_choice<'a, 'l: 'a>(
-    logits: impl Fn(usize) -> &'l [f32] + 'a,
-    context: &[u32],
-    params: &'a SamplingParams,
-    rng: &'a mut Rng,
-) -> impl FnMut(usize, &[u32]) -> u32 + 'a {
-    // Only the repetition-penalty window of the context can affect a choice.
-    let mut recent = context[context.len().saturating_sub(params.repeat_last_n)..].to_vec();
-    let base = recent.len();
-    // The walk only descends, so `path` only grows: append what is new.
-    move |node, path| {
-        recent.extend_from_slice(&path[recent.len() - base..]);
-        sample(logits(node), &recent, params, rng.next_f64())
-    }
-}
 
 #[cfg(test)]
 mod tests;

@@ -17,9 +17,64 @@
 
 use specdec_tree::TokenTree;
 
-use crate::rule::Relaxed;
-use crate::sampling::penalised;
-use crate::{SamplingParams, Verdict};
+use crate::sampling::{penalised, SamplingParams};
+use crate::walk::Verdict;
+
+/// The parameters of [`Acceptance::Relaxed`](crate::Acceptance::Relaxed), checked on
+/// construction.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Relaxed {
+    top_k: usize,
+    tau: f32,
+}
+
+impl Relaxed {
+    /// The paper's defaults: top-2, tau = 0.1.
+    pub const DEFAULT: Relaxed = Relaxed { top_k: 2, tau: 0.1 };
+    /// More candidates per position than any sensible relaxation needs.
+    pub const MAX_TOP_K: usize = 64;
+
+    /// `top_k` in 1..=64, `tau` in [0, 1); the message says what to fix.
+    pub fn new(top_k: usize, tau: f32) -> Result<Self, String> {
+        if !(1..=Self::MAX_TOP_K).contains(&top_k) {
+            return Err(Self::bad_top_k(top_k));
+        }
+        if !(tau.is_finite() && (0.0..1.0).contains(&tau)) {
+            return Err(format!("relaxed tau must be in [0, 1), got {tau}"));
+        }
+        Ok(Relaxed { top_k, tau })
+    }
+
+    /// [`Relaxed::new`] from the wider numbers a request carries (any integer, a double:
+    /// tau is rounded to f32 first), with the same messages.
+    pub fn from_wide(top_k: i64, tau: f64) -> Result<Self, String> {
+        let top_k = usize::try_from(top_k).map_err(|_| Self::bad_top_k(top_k))?;
+        Self::new(top_k, tau as f32)
+    }
+
+    fn bad_top_k(top_k: impl std::fmt::Display) -> String {
+        format!(
+            "relaxed top_k must be in 1..={}, got {top_k}",
+            Self::MAX_TOP_K
+        )
+    }
+
+    /// How many of the target's likeliest tokens a kept draft may be.
+    pub fn top_k(&self) -> usize {
+        self.top_k
+    }
+
+    /// The probability a kept draft other than the argmax must exceed.
+    pub fn tau(&self) -> f32 {
+        self.tau
+    }
+}
+
+impl Default for Relaxed {
+    fn default() -> Self {
+        Relaxed::DEFAULT
+    }
+}
 
 /// How a node was reached: its depth below the root and the relaxed tokens on its path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

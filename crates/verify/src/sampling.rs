@@ -18,7 +18,10 @@ pub struct SamplingParams {
     pub min_p: f32,
     /// 1 disables; applied over the last `repeat_last_n` tokens of prompt + output.
     pub repetition_penalty: f32,
+    /// How many of the latest tokens the repetition penalty looks at.
     pub repeat_last_n: usize,
+    /// Seeds the sampler's random stream (see [`crate::Rng`]): the same seed and request
+    /// give the same text.
     pub seed: u64,
 }
 
@@ -37,6 +40,8 @@ impl Default for SamplingParams {
 }
 
 impl SamplingParams {
+    /// Whether these parameters always choose the (penalised) argmax: temperature 0, or
+    /// top-k 1.
     pub fn is_greedy(&self) -> bool {
         self.temperature <= 0.0 || self.top_k == 1
     }

@@ -14,7 +14,7 @@ pub(crate) use specdec_model_store::{with_member, TempDir};
 use crate::error::{io, WorkloadError};
 use crate::DataDirs;
 
-/// A PyPI wheel pinned by version and by the sha256 given in docs/DATA.md.
+/// A PyPI wheel pinned by version and by the sha256 given in docs/data.md.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Wheel {
     pub name: &'static str,
@@ -42,10 +42,12 @@ pub(crate) const RECBOLE: Wheel = Wheel {
 
 /// Where recbole keeps its bundled MovieLens-100k, and the files we take from there.
 const MOVIELENS_MEMBERS: &str = "recbole/dataset_example/ml-100k";
+/// MovieLens-100k's interactions, item and user files, in RecBole's atomic format, as
+/// [`movielens_100k`]'s directory holds them.
 pub const MOVIELENS_FILES: [&str; 3] = ["ml-100k.inter", "ml-100k.item", "ml-100k.user"];
 
 /// Debian's package of the Python 3.11 documentation sources; apt verifies it against the
-/// signed archive index, and DATA.md pins no hash because security updates change it.
+/// signed archive index, and docs/data.md pins no hash because security updates change it.
 const PYTHON_DOC_DEB: &str = "python3.11-doc";
 const PYTHON_DOC_SOURCES: &str = "usr/share/doc/python3.11/html/_sources";
 
@@ -66,14 +68,16 @@ fn run(cmd: &mut Command) -> Result<Output, WorkloadError> {
     Ok(out)
 }
 
-/// Moves a finished artefact into place. If another process installed it first, theirs is
-/// equally complete, so losing the race is not an error.
+/// Moves a finished artefact (a file or a directory, complete and synced) into place and
+/// makes the rename durable. If another process installed it first, theirs is equally
+/// complete, so losing the race is not an error.
 fn install(from: &Path, to: &Path) -> Result<(), WorkloadError> {
     if let Some(parent) = to.parent() {
         std::fs::create_dir_all(parent).map_err(io("cannot create", parent))?;
     }
     match std::fs::rename(from, to) {
-        Ok(()) => Ok(()),
+        Ok(()) => specdec_fs::sync_dir(specdec_fs::parent(to))
+            .map_err(|e| io(e.step.what(), &e.path)(e.source)),
         Err(_) if to.exists() => Ok(()),
         Err(e) => Err(io("cannot install", to)(e)),
     }

@@ -1,42 +1,23 @@
 //! Reading and writing workload files: one JSON record per line.
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 
 use crate::error::{io, WorkloadError};
 use crate::Record;
 
-/// Writes `records` to `path` via a temporary file in the same directory and a rename, so a
-/// reader never sees a half-written workload.
+/// Writes `records` to `path` atomically and durably ([`specdec_fs`]; missing directories
+/// are created), so a reader never sees a half-written workload.
 pub fn write_jsonl(records: &[Record], path: &Path) -> Result<(), WorkloadError> {
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty());
-    if let Some(dir) = dir {
-        std::fs::create_dir_all(dir).map_err(io("cannot create", dir))?;
-    }
-    let name = path
-        .file_name()
-        .map_or("workload".into(), |n| n.to_string_lossy());
-    let tmp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
-    let result = write_to(records, &tmp)
-        .and_then(|()| std::fs::rename(&tmp, path).map_err(io("cannot rename into", path)));
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
-}
-
-fn write_to(records: &[Record], tmp: &Path) -> Result<(), WorkloadError> {
-    let file = std::fs::File::create(tmp).map_err(io("cannot create", tmp))?;
-    let mut w = BufWriter::new(file);
-    for r in records {
-        serde_json::to_writer(&mut w, r).map_err(|e| io("cannot write", tmp)(e.into()))?;
-        w.write_all(b"\n").map_err(io("cannot write", tmp))?;
-    }
-    let file = w
-        .into_inner()
-        .map_err(|e| io("cannot write", tmp)(e.into_error()))?;
-    file.sync_all().map_err(io("cannot sync", tmp))
+    specdec_fs::write_atomic_with(path, |w| {
+        for r in records {
+            serde_json::to_writer(&mut *w, r)?;
+            w.write_all(b"\n")?;
+        }
+        Ok(())
+    })
+    .map_err(|e| io(e.step.what(), &e.path)(e.source))
 }
 
 /// Reads a workload, rejecting unknown fields, missing fields and duplicate ids; errors name

@@ -1,9 +1,15 @@
 //! Real-data benchmark workloads for specdec, written as JSONL.
 //!
-//! The datasets ship inside registry packages (see docs/DATA.md in the shared folder) and are
+//! The datasets ship inside registry packages (see docs/data.md) and are
 //! fetched at run time into a cache: ShareGPT's licence forbids redistributing it, so nothing
 //! here may be committed. Each builder is deterministic (dataset order after filtering), and
 //! keeps prompts near 1500 tokens so they fit the default model's 8192-token context.
+//!
+//! One module per workload: `faq` (faq-rag, faq-forced), `humaneval` (humaneval-rewrite),
+//! `sharegpt` (sharegpt-passage, sharegpt-chat), `repeats` (chat-repeats). Around them:
+//! `fetch` (datasets from pip and apt into the cache, and MovieLens-100k for the
+//! recommendation half), `jsonl` (the workload files), `stream` and `text` (parsing and
+//! trimming helpers).
 
 mod error;
 mod faq;
@@ -27,10 +33,12 @@ pub use jsonl::{read_jsonl, write_jsonl};
 /// Where downloaded datasets are cached.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DataDirs {
+    /// The directory datasets are downloaded and extracted into.
     pub cache: PathBuf,
 }
 
 impl DataDirs {
+    /// Datasets cached under `cache`.
     pub fn new(cache: impl Into<PathBuf>) -> Self {
         DataDirs {
             cache: cache.into(),
@@ -73,6 +81,7 @@ pub enum WorkloadKind {
 }
 
 impl WorkloadKind {
+    /// The name the CLI takes and output files use (`faq-rag`, ...).
     pub fn name(self) -> &'static str {
         match self {
             WorkloadKind::FaqRag => "faq-rag",
@@ -84,6 +93,7 @@ impl WorkloadKind {
         }
     }
 
+    /// Every kind, in a fixed order.
     pub fn all() -> &'static [WorkloadKind] {
         &[
             WorkloadKind::FaqRag,
@@ -95,6 +105,7 @@ impl WorkloadKind {
         ]
     }
 
+    /// The kind named `s` (see [`WorkloadKind::name`]).
     pub fn parse(s: &str) -> Option<Self> {
         Self::all().iter().copied().find(|k| k.name() == s)
     }
@@ -111,11 +122,16 @@ impl std::fmt::Display for WorkloadKind {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Record {
+    /// Unique within a workload file.
     pub id: String,
+    /// The user's text (a whole prompt if `chat` is false).
     pub prompt: String,
+    /// Documents the output is expected to copy from.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub references: Vec<String>,
+    /// The generation budget.
     pub max_tokens: usize,
+    /// Whether `prompt` is wrapped in the model's chat template.
     pub chat: bool,
     /// The real answer, as a capable model would write it (faq-forced): the output of a
     /// forced-output benchmark run.
@@ -139,6 +155,7 @@ pub enum RecordClass {
 }
 
 impl RecordClass {
+    /// The class's lowercase name, as serialized.
     pub fn name(self) -> &'static str {
         match self {
             RecordClass::First => "first",

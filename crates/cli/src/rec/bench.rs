@@ -18,13 +18,13 @@ use anyhow::Context;
 use serde::Serialize;
 use specdec_engine::{
     Acceptance, DraftMethod, Engine, GenerateOutput, GenerateRequest, Pool, PoolName, Pools,
-    Relaxed, Scheduler, SpecStats, Speculation,
+    Relaxed, Scheduler, SpecStats, Speculation, SpeculationSpec,
 };
 use specdec_rec::job::read_input;
 use specdec_rec::{KnowledgeRecord, Role};
 
-use crate::bench::{cost_curve, CostCurve};
 use crate::common::{self, Loaded, ModelArgs};
+use crate::cost::{cost_curve, CostCurve};
 use crate::verify_args::VerifyArgs;
 use crate::workload::{run_together, Slot};
 
@@ -170,7 +170,7 @@ struct Target {
 fn read_records(paths: &[PathBuf]) -> anyhow::Result<Vec<KnowledgeRecord>> {
     let mut out = Vec::new();
     for path in paths {
-        let input = read_input(path, &Acceptance::Strict)?;
+        let input = read_input(path, &SpeculationSpec::default())?;
         if let Some(m) = input.malformed.first() {
             anyhow::bail!("{}: {m}", path.display());
         }
@@ -334,7 +334,7 @@ fn decode_tps(o: &GenerateOutput) -> f64 {
     o.completion_tokens as f64 / s.max(1e-9)
 }
 
-/// One phase: every configuration on every target, at `concurrency`; outputs[config][record]
+/// One phase: every configuration on every target, at `concurrency`; `outputs[config][record]`
 /// and each configuration's wall seconds.
 fn phase(
     loaded: &Loaded,
@@ -503,8 +503,7 @@ fn print_table(rows: &[SummaryRow]) {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let relaxed = Relaxed::new(args.verify.verify_top_k, args.verify.verify_tau)
-        .map_err(|e| anyhow::anyhow!("--verify-top-k/--verify-tau: {e}"))?;
+    let relaxed = args.verify.relaxed()?;
     let all = read_records(&args.records)?;
     let (records, groups) = pick(&all, Role::Target, &args.groups, args.targets);
     anyhow::ensure!(

@@ -217,7 +217,7 @@ pub fn evaluate(
             metrics: RankingMetrics::new(&[5, 10]),
         })
         .collect();
-    let bar = crate::rec::progress_bar(prompts.len() as u64, "users");
+    let bar = specdec_rec::progress::bar(prompts.len() as u64, "users");
     let mut prefill_ms = Vec::with_capacity(prompts.len());
     for (u, (case, prompt)) in cases.iter().zip(&prompts).enumerate() {
         // One target prefill per user (and one per draft) that every arm forks: prefill is

@@ -73,14 +73,13 @@ fn parse_shard(s: &str) -> Result<Shard, String> {
 impl Args {
     fn options(&self) -> anyhow::Result<JobOptions> {
         // The job decodes greedily.
-        let acceptance = self.verify.acceptance(&SamplingParams::default())?;
+        let spec = self.verify.spec(self.draft, &SamplingParams::default())?;
         let shard = Shard::resolve(self.shard, |name| std::env::var(name).ok())?;
         Ok(JobOptions {
-            method: self.draft,
+            spec,
             budget: self.budget,
             max_tokens: self.max_tokens,
             concurrency: self.concurrency,
-            acceptance,
             warmup: match self.warmup {
                 WarmupArg::First => Warmup::First,
                 WarmupArg::Only => Warmup::Only,

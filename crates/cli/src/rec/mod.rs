@@ -1,4 +1,4 @@
-//! `specdec rec`: the recommendation half (RECSYS.md): data, knowledge jobs, their quality
+//! `specdec rec`: the recommendation half (docs/recsys.md): data, knowledge jobs, their quality
 //! and their benchmark.
 
 pub(crate) mod beam_args;
@@ -84,19 +84,6 @@ pub(crate) fn movielens_setup(model: &crate::common::ModelArgs) -> anyhow::Resul
         loaded,
         catalogue,
     })
-}
-
-/// A progress bar on stderr when it is a terminal (hidden otherwise).
-pub(crate) fn progress_bar(total: u64, unit: &str) -> indicatif::ProgressBar {
-    use std::io::IsTerminal;
-    if !std::io::stderr().is_terminal() {
-        return indicatif::ProgressBar::hidden();
-    }
-    let style = indicatif::ProgressStyle::with_template(&format!(
-        "{{bar:30}} {{pos}}/{{len}} {unit}  {{elapsed_precise}} ETA {{eta}}"
-    ))
-    .expect("a valid template");
-    indicatif::ProgressBar::new(total).with_style(style)
 }
 
 /// The CPU's model name (benchmarks say which machine their figures come from).

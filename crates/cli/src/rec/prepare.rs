@@ -1,5 +1,5 @@
 //! `specdec rec prepare`: fetch MovieLens-100k (cached) and write the knowledge records and
-//! their groups (RECSYS.md).
+//! their groups (docs/recsys.md).
 
 use std::path::PathBuf;
 use std::time::Instant;

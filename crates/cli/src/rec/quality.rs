@@ -17,7 +17,7 @@ pub struct Args {
     /// The same records' knowledge made with relaxed verification.
     #[arg(long)]
     relaxed: PathBuf,
-    /// Also run RECSYS.md's downstream CTR check (AUC and log loss without knowledge, with
+    /// Also run docs/recsys.md's downstream CTR check (AUC and log loss without knowledge, with
     /// strict and with relaxed) on MovieLens-100k's leave-last-out split.
     #[arg(long)]
     downstream: bool,

@@ -2,7 +2,7 @@
 //! target's own top-K beams (AtSpeed-S, AtSpeed-R, KD or CE) and writes it as a GGUF the
 //! runtime loads as a draft.
 //!
-//! Training users are the validation targets (RECSYS.md): their prompts end before the
+//! Training users are the validation targets (docs/recsys.md): their prompts end before the
 //! second-to-last item, so the test items evaluation asks for never reach training.
 
 use std::path::{Path, PathBuf};
@@ -117,7 +117,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             t
         }
         None => {
-            let bar = super::progress_bar(cases.len() as u64, "users (teacher beams)");
+            let bar = specdec_rec::progress::bar(cases.len() as u64, "users (teacher beams)");
             let t = teacher::generate(&loaded.model, catalogue.trie(), &cases, key, |i| {
                 bar.set_position(i as u64)
             })?;
@@ -241,7 +241,7 @@ fn train_epochs(
     let steps_per_epoch = users.len().div_ceil(per);
     let epochs = trainer.opts.epochs;
     let left = (steps_per_epoch * epochs.saturating_sub(done)).saturating_sub(skip);
-    let bar = loss_bar(left as u64);
+    let bar = specdec_rec::progress::bar(left as u64, "steps");
     for epoch in done..epochs {
         let order = trainer.epoch_order(users.len(), epoch);
         let first = if epoch == done { skip } else { 0 };
@@ -270,16 +270,4 @@ fn train_epochs(
     }
     bar.finish_and_clear();
     Ok(())
-}
-
-fn loss_bar(total: u64) -> indicatif::ProgressBar {
-    use std::io::IsTerminal;
-    if !std::io::stderr().is_terminal() {
-        return indicatif::ProgressBar::hidden();
-    }
-    let style = indicatif::ProgressStyle::with_template(
-        "{bar:30} {pos}/{len} steps  {elapsed_precise} ETA {eta}  {msg}",
-    )
-    .expect("a valid template");
-    indicatif::ProgressBar::new(total).with_style(style)
 }

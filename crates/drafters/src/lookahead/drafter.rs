@@ -166,6 +166,8 @@ pub struct TrieDrafter {
 }
 
 impl TrieDrafter {
+    /// A drafter for one request over the pool's `shared` trie, with an empty private trie for
+    /// the request's prompt.
     pub fn new(shared: Arc<Mutex<Trie>>, cfg: TrieDrafterConfig) -> Self {
         let epoch = lock(&shared).epoch();
         TrieDrafter {

@@ -1,4 +1,4 @@
-//! Lookahead decoding's n-gram pool (Fu et al.) as a trie of token windows with counts,
+//! Lookahead's n-gram pool (docs/methods/lookahead.md) as a trie of token windows with counts,
 //! shared by all requests and persisted, and the drafter that reads it best-first.
 
 pub(crate) mod drafter;

@@ -78,8 +78,10 @@ impl Default for Trie {
 }
 
 impl Trie {
+    /// The root node (the empty window).
     pub const ROOT: NodeId = 0;
 
+    /// An empty trie bounded by `config`.
     pub fn new(config: TrieConfig) -> Self {
         Trie {
             nodes: vec![TrieNode {
@@ -100,6 +102,7 @@ impl Trie {
         self.nodes.len() - 1
     }
 
+    /// Whether the trie has no node besides the root.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -109,6 +112,7 @@ impl Trie {
         self.epoch
     }
 
+    /// The child of `node` reached by `token`, if any.
     pub fn child(&self, node: NodeId, token: u32) -> Option<NodeId> {
         self.edges.get(&edge(node, token)).copied()
     }
@@ -123,10 +127,12 @@ impl Trie {
         self.find(path).map_or(0, |n| self.node_count(n))
     }
 
+    /// Windows inserted through `node`.
     pub fn node_count(&self, node: NodeId) -> u32 {
         self.nodes[node as usize].count
     }
 
+    /// The token on the edge into `node` (0 for the root).
     pub fn node_token(&self, node: NodeId) -> u32 {
         self.nodes[node as usize].token
     }

@@ -22,8 +22,9 @@ pub struct HistoryDrafterConfig {
     /// Draft depth per matched token (SuffixDecoding's rule): a long match predicts a long
     /// copy; an exact repeat is drafted as deep as the budget allows.
     pub alpha: f32,
-    /// Depth floor and cap.
+    /// Depth floor: a match long enough to draft is drafted at least this deep.
     pub min_depth: usize,
+    /// Depth cap, whatever the match length.
     pub max_depth: usize,
     /// Continuations considered per node (the most frequent ones).
     pub branching: usize,
@@ -93,6 +94,7 @@ pub struct HistoryDrafter {
 }
 
 impl HistoryDrafter {
+    /// A drafter for one request over the pool's shared `index`.
     pub fn new(index: Arc<Mutex<HistoryIndex>>, cfg: HistoryDrafterConfig) -> Self {
         HistoryDrafter {
             index,

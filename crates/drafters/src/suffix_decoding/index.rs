@@ -124,6 +124,7 @@ fn doc_hash(doc: &[u32]) -> u64 {
 pub type Matchers = [Matcher; 2];
 
 impl HistoryIndex {
+    /// An empty index bounded by `cfg`.
     pub fn new(cfg: HistoryConfig) -> Self {
         HistoryIndex {
             cfg,
@@ -132,6 +133,7 @@ impl HistoryIndex {
         }
     }
 
+    /// The bounds the index was made with.
     pub fn config(&self) -> &HistoryConfig {
         &self.cfg
     }
@@ -156,6 +158,7 @@ impl HistoryIndex {
         self.gens.iter().flat_map(|g| g.sam.documents())
     }
 
+    /// Whether no document is held.
     pub fn is_empty(&self) -> bool {
         self.documents() == 0
     }

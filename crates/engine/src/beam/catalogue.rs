@@ -25,6 +25,7 @@ pub struct Catalogue {
 }
 
 impl Catalogue {
+    /// The trie's root: no token yet.
     pub const ROOT: TrieNode = 0;
 
     /// Builds the trie. Exact duplicate sequences become one entry; an empty sequence, or
@@ -86,6 +87,7 @@ impl Catalogue {
         self.entries.len()
     }
 
+    /// Whether the catalogue has no entry.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }

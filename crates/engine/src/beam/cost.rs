@@ -29,6 +29,8 @@ impl RowCost {
         }
     }
 
+    /// Records a forward of `rows` rows that took `ms` milliseconds (an EMA per row count,
+    /// counts past the largest tracked pooled with it); ignored when frozen.
     pub fn observe(&mut self, rows: usize, ms: f64) {
         if self.frozen || rows == 0 || !ms.is_finite() {
             return;

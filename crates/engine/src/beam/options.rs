@@ -9,14 +9,19 @@ pub enum BeamVerify {
     /// AtSpeed's relaxed sampling verification, seeded: each drafted pair is kept with
     /// probability min(1, p/q), missing ones resampled from the residual. The list
     /// approximates sampling K items from the target and is reported as relaxed.
-    Relaxed { seed: u64 },
+    Relaxed {
+        /// Seeds the acceptance draws and resamples, so a search is reproducible.
+        seed: u64,
+    },
 }
 
 impl BeamVerify {
+    /// Whether this is [`BeamVerify::Relaxed`].
     pub fn is_relaxed(&self) -> bool {
         matches!(self, BeamVerify::Relaxed { .. })
     }
 
+    /// `strict` or `relaxed`, as reported.
     pub fn name(&self) -> &'static str {
         match self {
             BeamVerify::Strict => "strict",
@@ -28,6 +33,7 @@ impl BeamVerify {
 /// Speculation with a draft model.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DraftPlan {
+    /// How drafted steps are verified.
     pub verify: BeamVerify,
     /// The most draft beams (N) per drafted step.
     pub max_beams: usize,
@@ -40,6 +46,8 @@ pub struct DraftPlan {
 }
 
 impl DraftPlan {
+    /// Verification by `verify`, at most 20 draft beams and 3 drafted steps per round,
+    /// the plan chosen adaptively.
     pub fn new(verify: BeamVerify) -> Self {
         DraftPlan {
             verify,
@@ -78,6 +86,8 @@ impl BeamOptions {
         }
     }
 
+    /// Plain beam search of width `k` with forced tokens appended in one forward: the
+    /// same list and scores as [`BeamOptions::plain`] in fewer forwards.
     pub fn jump_forward(k: usize) -> Self {
         BeamOptions {
             jump_forward: true,
@@ -85,6 +95,8 @@ impl BeamOptions {
         }
     }
 
+    /// AtSpeed's speculative beam search of width `k` with the draft model, verified by
+    /// `verify` (and jump-forward on).
     pub fn speculative(k: usize, verify: BeamVerify) -> Self {
         BeamOptions {
             jump_forward: true,
@@ -93,6 +105,8 @@ impl BeamOptions {
         }
     }
 
+    /// Whether drafted steps are verified relaxed (the list is then not plain beam
+    /// search's).
     pub fn is_relaxed(&self) -> bool {
         self.draft.as_ref().is_some_and(|d| d.verify.is_relaxed())
     }
@@ -101,9 +115,11 @@ impl BeamOptions {
 /// One returned item: a catalogue entry and its cumulative log-probability.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Ranked {
+    /// The entry's index among the catalogue's distinct entries (see [`super::Catalogue::entry`]).
     pub entry: usize,
     /// The entry's tokens, its end token last.
     pub tokens: Vec<u32>,
+    /// The entry's cumulative log-probability under the target.
     pub score: f64,
 }
 
@@ -114,8 +130,11 @@ pub struct BeamStats {
     pub target_forwards: usize,
     /// Target rows this search put in those forwards (the prompt's included).
     pub target_rows: usize,
+    /// Tokens of the prompt.
     pub prompt_tokens: usize,
+    /// Draft model forwards this search took part in.
     pub draft_forwards: usize,
+    /// Draft model rows this search put in those forwards.
     pub draft_rows: usize,
     /// Beam steps taken (one per token position of the longest beam).
     pub steps: usize,
@@ -123,7 +142,10 @@ pub struct BeamStats {
     pub rounds: usize,
     /// Rounds with drafted steps, and the drafted steps they accepted.
     pub drafted_rounds: usize,
+    /// Drafted steps accepted over those rounds.
     pub accepted_steps: usize,
+    /// Whether relaxed verification produced the list (it is then not plain beam
+    /// search's).
     pub relaxed: bool,
     /// The search stopped drafting part way: its plan cost more per step than the best
     /// other plan's by the chooser's margin.
@@ -136,8 +158,11 @@ pub struct BeamStats {
     /// of drafting, and of verification (the forwards are shared by a batch's searches:
     /// each counts the whole forward it was in).
     pub prefill_ms: f64,
+    /// Wall time of target forwards after the prefill.
     pub forward_ms: f64,
+    /// Wall time of drafting.
     pub draft_ms: f64,
+    /// Wall time of verification.
     pub verify_ms: f64,
 }
 
@@ -156,6 +181,8 @@ impl BeamStats {
 /// A finished search: the K best items, best first, and its statistics.
 #[derive(Clone, Debug, PartialEq)]
 pub struct BeamOutput {
+    /// The K best items, best first.
     pub items: Vec<Ranked>,
+    /// What the search did.
     pub stats: BeamStats,
 }

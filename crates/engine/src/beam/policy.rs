@@ -46,11 +46,15 @@ impl Plan {
 /// What one plan measured, for reports.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PlanReport {
+    /// Draft beams (N) per drafted step; 0 for the plan without a draft.
     pub draft_beams: usize,
+    /// Drafted steps (gamma) per round.
     pub draft_steps: usize,
+    /// Forced tokens appended after each leaf of the draft tree.
     pub forced_after_draft: usize,
-    /// Searches run with it, and their cost (an EMA of milliseconds per beam step).
+    /// Searches run with it.
     pub searches: usize,
+    /// The cost: an EMA of milliseconds per beam step.
     pub cost: f64,
 }
 

@@ -20,6 +20,7 @@ pub enum DraftScoring {
 }
 
 impl DraftScoring {
+    /// The metadata value naming this scoring.
     pub fn name(self) -> &'static str {
         match self {
             DraftScoring::Vocabulary => "vocabulary",

@@ -3,7 +3,7 @@
 //! The drafter proposes a tree up to the request's node cap (drafted nodes below the
 //! pending token, the tree's root); the engine keeps the subtree that maximizes expected
 //! tokens per unit of verify cost, `(1 + E[accepted]) / cost(1 + k)`.
-//! E[accepted] sums each kept node's probability of being accepted: the product, along its
+//! `E[accepted]` sums each kept node's probability of being accepted: the product, along its
 //! path, of acceptance rates learned online per (source, evidence of the branch, depth,
 //! first-or-later sibling).
 //! The cost curve is learned from the verify forwards actually timed. When no draft is

@@ -33,6 +33,8 @@ pub struct BudgetPolicy {
 }
 
 impl BudgetPolicy {
+    /// A policy with no acceptance learned yet (the priors), drafting at most `max_nodes`
+    /// nodes per step.
     pub fn new(max_nodes: usize) -> Self {
         BudgetPolicy {
             rates: vec![[(0.0, 0.0); 2]; SOURCES * EVIDENCE * DEPTHS],

@@ -8,7 +8,7 @@ use specdec_drafters::{DraftError, HistoryConfig, HistoryIndex, Trie, TrieConfig
 
 use super::store::Store;
 use super::{Key, Pool, PoolName};
-use crate::request::Tenant;
+use crate::scope::Tenant;
 use crate::EngineError;
 
 /// The trie saved at `path` if that file exists, else an empty one (a process's first run).

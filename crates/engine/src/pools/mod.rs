@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use specdec_drafters::{DraftError, HistoryConfig, HistoryIndex, Trie, TrieConfig};
 
-use crate::request::{CacheScope, Tenant};
+use crate::scope::{CacheScope, Tenant};
 use crate::EngineError;
 use files::{
     check_writable, read_history, read_store, read_trie, remove_oldest_folder, saved_pool_names,
@@ -29,6 +29,7 @@ use store::{Saver, Store};
 pub struct PoolName(String);
 
 impl PoolName {
+    /// `s` as a pool name, or an invalid-request error saying what a name may be.
     pub fn parse(s: &str) -> Result<Self, EngineError> {
         let ok_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
         if s.is_empty() || s.len() > 64 || s.starts_with('.') || !s.chars().all(ok_char) {
@@ -40,6 +41,7 @@ impl PoolName {
         Ok(PoolName(s.to_string()))
     }
 
+    /// The name.
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -55,7 +57,9 @@ impl std::fmt::Display for PoolName {
 /// the history index of past prompts and outputs (SuffixDecoding). Cloning shares them.
 #[derive(Clone, Debug)]
 pub struct Pool {
+    /// Lookahead's trie of token windows.
     pub trie: Arc<Mutex<Trie>>,
+    /// SuffixDecoding's index of past prompts and outputs.
     pub history: Arc<Mutex<HistoryIndex>>,
 }
 
@@ -67,6 +71,7 @@ impl Default for Pool {
 }
 
 impl Pool {
+    /// A pool holding `trie` and `history`.
     pub fn new(trie: Trie, history: HistoryIndex) -> Self {
         Pool {
             trie: Arc::new(Mutex::new(trie)),
@@ -257,6 +262,7 @@ impl Pools {
         Pools::new(Pool::default(), None, None)
     }
 
+    /// The global pool: what requests naming no pool draft from and feed.
     pub fn global(&self) -> &Pool {
         &self.global.pool
     }

@@ -1,4 +1,6 @@
-//! The real model, tokenizer and chat template, loaded once per test binary.
+//! What both tiers' engine tests share: the tier's model (`crate::models`: the tiny
+//! synthetic model offline, the default model in the real tier) with its tokenizer and chat
+//! template, loaded once per test binary, the real models when cached, and prompts.
 
 #![allow(dead_code)] // each test binary uses part of this
 
@@ -26,9 +28,10 @@ fn load(path: &std::path::Path) -> Fixture {
     }
 }
 
+/// This tier's model (see `crate::models`).
 pub fn fixture() -> &'static Fixture {
     static F: OnceLock<Fixture> = OnceLock::new();
-    F.get_or_init(|| load(&specdec_model_store::resolve(None, true).expect("default model")))
+    F.get_or_init(|| load(&crate::models::path()))
 }
 
 /// Gemma 3 270M if it is cached (suites skip it, saying so, when it is not).
@@ -62,9 +65,11 @@ pub fn qwen_fixture() -> Option<&'static Fixture> {
     .as_ref()
 }
 
-/// The real models a suite runs on: the default model, and Gemma 3 when cached.
+/// The models a suite runs on: this tier's model, and in the real tier Gemma 3 when cached.
 pub fn fixtures() -> Vec<&'static Fixture> {
-    std::iter::once(fixture()).chain(gemma_fixture()).collect()
+    std::iter::once(fixture())
+        .chain(crate::models::others())
+        .collect()
 }
 
 /// Prompt tokens for `user`: a one-turn chat through the file's template, or, for a model

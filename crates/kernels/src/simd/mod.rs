@@ -198,6 +198,7 @@ pub(crate) unsafe fn drive<K: TileKernel>(job: &Job, tiles: Range<usize>) {
             // The next tile, even past this share: it is most likely the next one this
             // thread computes.
             let next = if t + 1 < job.n_tiles {
+                // SAFETY: tile t + 1 < n_tiles, so its first record is inside the buffer.
                 unsafe { w.add(tile_bytes) }
             } else {
                 std::ptr::null()

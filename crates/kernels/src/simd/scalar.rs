@@ -20,6 +20,8 @@ impl TileKernel for Scalar {
         // has k quants and kb metadata entries.
         let w = unsafe { std::slice::from_raw_parts(t.w, job.kb * job.rec) };
         for r in 0..R {
+            // SAFETY: `tile_at` points row r's starts at a row below `job.rows` of the
+            // live activations, which holds k quants and kb metadata entries per row.
             let (x, m) = unsafe {
                 (
                     std::slice::from_raw_parts(t.x[r], job.k),

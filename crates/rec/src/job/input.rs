@@ -1,15 +1,18 @@
 //! The job's input: JSONL records, each parsed once into a [`Task`] (its pool name and
-//! acceptance rule validated). A bad line is reported with its number and skipped; the
+//! speculation validated, the latter by the engine's one parser,
+//! [`SpeculationSpec::parse`]). A bad line is reported with its number and skipped; the
 //! other records still run.
 
 use std::collections::HashSet;
 use std::io::BufRead;
 use std::path::Path;
 
-use specdec_engine::{Acceptance, PoolName, Relaxed};
+use specdec_engine::{
+    ChatMessage, ChatTemplate, Engine, EngineError, PoolName, RawSpec, SpecError, SpeculationSpec,
+};
 
 use crate::error::io;
-use crate::records::{KnowledgeRecord, VerifyMode};
+use crate::records::KnowledgeRecord;
 use crate::RecError;
 
 /// A record ready to run.
@@ -17,17 +20,33 @@ use crate::RecError;
 pub struct Task {
     /// 1-based line of the input.
     pub line: usize,
+    /// The record as read.
     pub record: KnowledgeRecord,
     /// The pool named by the record's group.
     pub pool: PoolName,
-    /// The record's `verify`/`top_k`/`tau`, or else the job's default.
-    pub acceptance: Acceptance,
+    /// The job's method with the record's `verify`/`top_k`/`tau`, the job's default
+    /// filling in what the record leaves out.
+    pub spec: SpeculationSpec,
+}
+
+impl Task {
+    /// The record's prompt in the chat template, tokenized.
+    pub(super) fn chat_prompt(
+        &self,
+        engine: &Engine<'_>,
+        template: &ChatTemplate,
+    ) -> Result<Vec<u32>, EngineError> {
+        let message = ChatMessage::new("user", self.record.prompt.as_str());
+        Ok(engine.tokenizer().encode_chat(template, &[message], true)?)
+    }
 }
 
 /// An input line that is not a valid record.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Malformed {
+    /// 1-based line of the input.
     pub line: usize,
+    /// Why it is not a valid record.
     pub message: String,
 }
 
@@ -37,38 +56,28 @@ impl std::fmt::Display for Malformed {
     }
 }
 
+/// A parsed input file: the records to run and the lines that were not records.
 #[derive(Debug, Default)]
 pub struct Input {
     /// In input order.
     pub tasks: Vec<Task>,
+    /// The lines that are not valid records, in input order.
     pub malformed: Vec<Malformed>,
 }
 
-/// The rule a record asks for, with the job's `default` filling in what it leaves out.
-pub fn acceptance(r: &KnowledgeRecord, default: &Acceptance) -> Result<Acceptance, String> {
-    let relaxed_default = match default {
-        Acceptance::Relaxed(d) => Some(*d),
-        _ => None,
+/// The speculation a record asks for, with the job's `default` filling in what it leaves
+/// out (see [`SpeculationSpec::parse`]).
+pub fn spec(r: &KnowledgeRecord, default: &SpeculationSpec) -> Result<SpeculationSpec, SpecError> {
+    let raw = RawSpec {
+        method: None,
+        verify: r.verify.map(|v| v.name().to_string()),
+        top_k: r.top_k.map(|k| i64::try_from(k).unwrap_or(i64::MAX)),
+        tau: r.tau.map(f64::from),
     };
-    let mode = r.verify.unwrap_or(match relaxed_default {
-        Some(_) => VerifyMode::Relaxed,
-        None => VerifyMode::Strict,
-    });
-    match mode {
-        VerifyMode::Strict if r.top_k.is_some() || r.tau.is_some() => {
-            Err("top_k and tau apply to relaxed verification only; this record is strict".into())
-        }
-        VerifyMode::Strict => Ok(Acceptance::Strict),
-        VerifyMode::Relaxed => {
-            let base = relaxed_default.unwrap_or_default();
-            let top_k = r.top_k.unwrap_or(base.top_k());
-            let tau = r.tau.unwrap_or(base.tau());
-            Relaxed::new(top_k, tau).map(Acceptance::Relaxed)
-        }
-    }
+    SpeculationSpec::parse(&raw, default)
 }
 
-fn task(line: usize, text: &str, default: &Acceptance) -> Result<Task, String> {
+fn task(line: usize, text: &str, default: &SpeculationSpec) -> Result<Task, String> {
     // The line number is the caller's; serde's position within the line is the column.
     let record: KnowledgeRecord = serde_json::from_str(text)
         .map_err(|e| e.to_string().replace(" at line 1 column ", " at column "))?;
@@ -76,18 +85,18 @@ fn task(line: usize, text: &str, default: &Acceptance) -> Result<Task, String> {
         return Err("the id is empty".into());
     }
     let pool = PoolName::parse(&record.group).map_err(|e| format!("group: {e}"))?;
-    let acceptance = acceptance(&record, default)?;
+    let spec = spec(&record, default).map_err(|e| e.to_string())?;
     Ok(Task {
         line,
         record,
         pool,
-        acceptance,
+        spec,
     })
 }
 
 /// Parses every line of `reader`; blank lines are skipped, and a later line with an id
 /// seen before is malformed (the first one runs).
-pub fn parse_input(reader: impl BufRead, default: &Acceptance) -> std::io::Result<Input> {
+pub fn parse_input(reader: impl BufRead, default: &SpeculationSpec) -> std::io::Result<Input> {
     let mut input = Input::default();
     let mut seen = HashSet::new();
     for (i, bytes) in reader.split(b'\n').enumerate() {
@@ -115,7 +124,7 @@ pub fn parse_input(reader: impl BufRead, default: &Acceptance) -> std::io::Resul
 }
 
 /// [`parse_input`] of the file at `path`.
-pub fn read_input(path: &Path, default: &Acceptance) -> Result<Input, RecError> {
+pub fn read_input(path: &Path, default: &SpeculationSpec) -> Result<Input, RecError> {
     let file = std::fs::File::open(path).map_err(io("reading input", path))?;
     parse_input(std::io::BufReader::new(file), default).map_err(io("reading input", path))
 }
@@ -145,7 +154,7 @@ mod tests {
             line("item-5", r#","verify":"strict","tau":0.2"#),
         ]
         .join("\n");
-        let input = parse_input(text.as_bytes(), &Acceptance::Strict).unwrap();
+        let input = parse_input(text.as_bytes(), &SpeculationSpec::default()).unwrap();
         let ids: Vec<&str> = input.tasks.iter().map(|t| t.record.id.as_str()).collect();
         assert_eq!(ids, ["user-1", "item-2"]);
         assert_eq!(input.tasks[1].line, 6);
@@ -162,6 +171,17 @@ mod tests {
         says(8, "group");
         says(9, "top_k");
         says(10, "relaxed verification only");
+    }
+
+    use specdec_engine::{Acceptance, DraftMethod, Relaxed};
+
+    /// The rule [`spec`] gives a record over a job of rule `default`.
+    fn acceptance(r: &KnowledgeRecord, default: &Acceptance) -> Result<Acceptance, SpecError> {
+        let job = SpeculationSpec {
+            method: DraftMethod::Auto,
+            acceptance: default.clone(),
+        };
+        spec(r, &job).map(|s| s.acceptance)
     }
 
     #[test]

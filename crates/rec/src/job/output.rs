@@ -93,7 +93,9 @@ impl OutputFile {
             )));
         }
         if created {
-            sync_parent(path);
+            // The new file's directory entry, durable before any result is appended.
+            specdec_fs::sync_dir(specdec_fs::parent(path))
+                .map_err(|e| io(e.step.what(), &e.path)(e.source))?;
         }
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes)
@@ -132,17 +134,6 @@ impl OutputFile {
             .write_all(&line)
             .and_then(|()| self.file.sync_data())
             .map_err(io("writing output", &self.path))
-    }
-}
-
-/// Makes a new file's directory entry durable (best effort: not every filesystem can).
-fn sync_parent(path: &Path) {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    if let Ok(d) = File::open(dir) {
-        let _ = d.sync_all();
     }
 }
 

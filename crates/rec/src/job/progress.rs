@@ -1,10 +1,9 @@
 //! What a run did (the summary) and how it shows while running: a progress bar on a
 //! terminal, a plain line every few seconds otherwise (logs of a pod or a CI job).
 
-use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use crate::progress::ProgressBar;
 
 /// Counts of one run.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -23,13 +22,18 @@ pub struct Summary {
     pub malformed: usize,
     /// Records never admitted because a stop was asked.
     pub not_started: usize,
+    /// Whether records were left unstarted: a stop was asked (Ctrl-C, SIGTERM) while some
+    /// still waited (see `not_started`).
     pub interrupted: bool,
     /// Pool saves that failed.
     pub save_failures: usize,
+    /// Tokens generated, over the records done.
     pub completion_tokens: usize,
     /// Decode forwards (what mean accepted length divides by).
     pub decode_steps: usize,
+    /// Tokens kept only because of a relaxed rule.
     pub relaxed_tokens: usize,
+    /// Wall time of the run.
     pub elapsed: Duration,
 }
 
@@ -40,6 +44,7 @@ impl Summary {
         self.failed == 0 && self.malformed == 0 && self.save_failures == 0
     }
 
+    /// Generated tokens per second of wall time.
     pub fn tokens_per_second(&self) -> f64 {
         self.completion_tokens as f64 / self.elapsed.as_secs_f64().max(1e-9)
     }
@@ -91,14 +96,7 @@ pub struct Progress {
 impl Progress {
     /// A bar when stderr is a terminal, else a line every `every`.
     pub fn for_stderr(total: usize, every: Duration) -> Self {
-        let bar = std::io::stderr().is_terminal().then(|| {
-            let style = ProgressStyle::with_template(
-                "{bar:30} {pos}/{len} records  {elapsed_precise} ETA {eta}  {msg}",
-            )
-            .expect("a valid template");
-            ProgressBar::with_draw_target(Some(total as u64), ProgressDrawTarget::stderr())
-                .with_style(style)
-        });
+        let bar = Some(crate::progress::bar(total as u64, "records")).filter(|b| !b.is_hidden());
         let now = Instant::now();
         Progress {
             bar,

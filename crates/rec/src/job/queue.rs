@@ -46,10 +46,12 @@ impl Queue {
         }
     }
 
+    /// Records still to admit, warm-up and targets.
     pub fn len(&self) -> usize {
         self.warmup.len() + self.targets.len()
     }
 
+    /// Whether every record was admitted.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -98,7 +100,7 @@ impl Queue {
 mod tests {
     use super::*;
     use crate::job::input::parse_input;
-    use specdec_engine::Acceptance;
+    use specdec_engine::SpeculationSpec;
 
     fn tasks(roles: &[&str]) -> Vec<Task> {
         let text: Vec<String> = roles
@@ -108,7 +110,7 @@ mod tests {
                 format!(r#"{{"id":"r{i}","kind":"user","group":"g","role":"{r}","prompt":"p"}}"#)
             })
             .collect();
-        parse_input(text.join("\n").as_bytes(), &Acceptance::Strict)
+        parse_input(text.join("\n").as_bytes(), &SpeculationSpec::default())
             .unwrap()
             .tasks
     }

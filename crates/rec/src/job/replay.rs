@@ -21,7 +21,7 @@
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
-use specdec_engine::{write_atomic, ChatTemplate, DraftMethod, Engine, EngineError, Pool};
+use specdec_engine::{ChatTemplate, DraftMethod, Engine, EngineError, Pool};
 
 use super::input::Task;
 use crate::records::{KnowledgeOutput, Role};
@@ -215,7 +215,7 @@ fn feed(
     task: &Task,
     output: &[u32],
 ) -> Result<(), EngineError> {
-    let prompt = super::run::prompt(engine, template, task)?;
+    let prompt = task.chat_prompt(engine, template)?;
     let pool = engine.pools_mut().pool(Some(&task.pool))?;
     if let Some(mut d) = method.drafter(&pool) {
         d.begin(&prompt, &[]);
@@ -248,7 +248,7 @@ pub fn read_marker(output: &Path) -> HashSet<String> {
 pub fn write_marker<'a>(output: &Path, ids: impl Iterator<Item = &'a str>) -> Result<(), String> {
     let ids: Vec<&str> = ids.collect();
     let bytes = serde_json::to_vec(&ids).expect("strings serialize");
-    write_atomic(&marker_path(output), &bytes).map_err(|e| e.to_string())
+    specdec_fs::write_atomic(&marker_path(output), &bytes).map_err(|e| e.to_string())
 }
 
 /// The output tokens of the records an output file holds, by id (later lines win, as they

@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use specdec_engine::{
-    Acceptance, ChatMessage, ChatTemplate, DraftMethod, Engine, EngineError, GenerateOutput,
-    GenerateRequest, Outcome, Scheduler, Speculation,
+    Acceptance, ChatTemplate, DraftMethod, Engine, EngineError, GenerateOutput, GenerateRequest,
+    Outcome, Scheduler, Speculation, SpeculationSpec,
 };
 
 use super::input::{read_input, Task};
@@ -24,16 +24,18 @@ use crate::RecError;
 /// How a job runs.
 #[derive(Clone, Debug)]
 pub struct JobOptions {
-    pub method: DraftMethod,
+    /// The draft method, and the rule for records without their own `verify` (strict or
+    /// relaxed).
+    pub spec: SpeculationSpec,
     /// Most draft nodes per step.
     pub budget: usize,
     /// For records without their own `max_tokens`.
     pub max_tokens: usize,
     /// Records generated together.
     pub concurrency: usize,
-    /// For records without their own `verify`: strict or relaxed.
-    pub acceptance: Acceptance,
+    /// Which records run: warm-up first, warm-up only, or targets only.
     pub warmup: Warmup,
+    /// The shard this process runs (`None`: every record).
     pub shard: Option<Shard>,
     /// Skip the records the output already has (see [`OutputFile::open`]).
     pub resume: bool,
@@ -47,11 +49,13 @@ pub struct JobOptions {
 impl Default for JobOptions {
     fn default() -> Self {
         JobOptions {
-            method: DraftMethod::Auto,
+            spec: SpeculationSpec {
+                method: DraftMethod::Auto,
+                acceptance: Acceptance::Strict,
+            },
             budget: 32,
             max_tokens: 256,
             concurrency: 8,
-            acceptance: Acceptance::Strict,
             warmup: Warmup::First,
             shard: None,
             resume: false,
@@ -68,16 +72,6 @@ struct Slot {
 
 impl specdec_engine::Job for Slot {}
 
-/// The record's prompt in the chat template, tokenized.
-pub(super) fn prompt(
-    engine: &Engine<'_>,
-    template: &ChatTemplate,
-    task: &Task,
-) -> Result<Vec<u32>, EngineError> {
-    let message = ChatMessage::new("user", task.record.prompt.as_str());
-    Ok(engine.tokenizer().encode_chat(template, &[message], true)?)
-}
-
 /// The record's greedy request: its prompt in the chat template, drafting from its
 /// group's pool.
 fn request(
@@ -86,15 +80,13 @@ fn request(
     task: &Task,
     opts: &JobOptions,
 ) -> Result<GenerateRequest, EngineError> {
-    let prompt = prompt(engine, template, task)?;
+    let prompt = task.chat_prompt(engine, template)?;
     let max_tokens = task.record.max_tokens.unwrap_or(opts.max_tokens);
     Ok(GenerateRequest {
         speculation: Speculation {
-            method: opts.method,
             max_draft: opts.budget,
             pool: Some(task.pool.clone()),
-            acceptance: task.acceptance.clone(),
-            ..Speculation::default()
+            ..task.spec.clone().into()
         },
         ..GenerateRequest::new(prompt, max_tokens)
     })
@@ -103,9 +95,9 @@ fn request(
 /// The output line of `task`'s generation `out`.
 fn output_line(task: &Task, out: &GenerateOutput) -> KnowledgeOutput {
     let r = &task.record;
-    let (verify, top_k, tau) = match &task.acceptance {
+    let (verify, top_k, tau) = match &task.spec.acceptance {
         Acceptance::Relaxed(x) => (VerifyMode::Relaxed, Some(x.top_k()), Some(x.tau())),
-        _ => (VerifyMode::Strict, None, None),
+        Acceptance::Strict => (VerifyMode::Strict, None, None),
     };
     KnowledgeOutput {
         id: r.id.clone(),
@@ -163,20 +155,16 @@ impl Prepared {
 /// Reads the input (logging each malformed line with its number), opens the output (see
 /// [`OutputFile::open`]) and picks this run's records: its shard's, less those done.
 pub fn prepare(input: &Path, output: &Path, opts: &JobOptions) -> Result<Prepared, RecError> {
-    if matches!(opts.acceptance, Acceptance::Forced(_)) {
-        return Err(RecError::Invalid(
-            "the knowledge job verifies strictly or relaxed, never forced".into(),
-        ));
-    }
     let mut summary = Summary::default();
-    let parsed = read_input(input, &opts.acceptance)?;
+    let parsed = read_input(input, &opts.spec)?;
     for m in &parsed.malformed {
         tracing::error!("{}: {m}", input.display());
     }
     summary.malformed = parsed.malformed.len();
     let (out_file, done) = OutputFile::open(output, opts.resume)?;
     // Only drafts from pools can depend on what other records taught them.
-    let relaxed = opts.method.uses_pool() && parsed.tasks.iter().any(|t| t.acceptance.is_relaxed());
+    let relaxed =
+        opts.spec.method.uses_pool() && parsed.tasks.iter().any(|t| t.spec.acceptance.is_relaxed());
     let mut tasks = Vec::new();
     let mut done_tasks = Vec::new();
     for t in parsed.tasks {
@@ -286,13 +274,15 @@ pub fn execute(
             };
             let drafter = match &mut replay {
                 None => None,
-                Some(r) => match r.pool_for(sched.engine_mut(), template, opts.method, &task) {
-                    Ok(pool) => Some(opts.method.drafter(&pool)),
-                    Err(e) => {
-                        fail(&mut summary, &mut replay, &task, &e);
-                        continue;
+                Some(r) => {
+                    match r.pool_for(sched.engine_mut(), template, opts.spec.method, &task) {
+                        Ok(pool) => Some(opts.spec.method.drafter(&pool)),
+                        Err(e) => {
+                            fail(&mut summary, &mut replay, &task, &e);
+                            continue;
+                        }
                     }
-                },
+                }
             };
             let warmup = task.record.role == Role::Warmup;
             let sink = Box::new(|_: &str| true);
@@ -360,7 +350,7 @@ pub fn execute(
             summary.elapsed = start.elapsed();
             return result.map(|()| summary);
         }
-        if let Err(e) = r.feed_all(sched.engine_mut(), template, opts.method) {
+        if let Err(e) = r.feed_all(sched.engine_mut(), template, opts.spec.method) {
             tracing::error!("could not feed the pools the job's records: {e}");
             summary.save_failures += 1;
         }

@@ -15,9 +15,11 @@ pub struct Shard {
 /// The environment variables of a Kubernetes Indexed Job: the pod's index (set by
 /// Kubernetes) and the Job's completions (set by the manifest).
 pub const ENV_INDEX: &str = "JOB_COMPLETION_INDEX";
+/// The Job's completions: the shard count (see [`ENV_INDEX`]).
 pub const ENV_COUNT: &str = "JOB_COMPLETIONS";
 
 impl Shard {
+    /// Shard `index` of `count`; an invalid-option error unless `index < count`.
     pub fn new(index: u64, count: u64) -> Result<Self, RecError> {
         if count == 0 || index >= count {
             return Err(RecError::Invalid(format!(
@@ -81,6 +83,7 @@ impl Shard {
         }
     }
 
+    /// Whether the record with this id belongs to this shard.
     pub fn contains(&self, id: &str) -> bool {
         fnv1a64(id.as_bytes()) % self.count == self.index
     }

@@ -1,4 +1,4 @@
-//! The downstream check of RECSYS.md: a click-through-rate style logistic regression
+//! The downstream check of docs/recsys.md: a click-through-rate style logistic regression
 //! predicting `rating >= 4` for held-out (user, item) pairs, trained on the training
 //! interactions, with and without knowledge-text features; AUC and log loss.
 
@@ -25,6 +25,7 @@ pub struct CtrConfig {
     pub smoothing: f64,
     /// L2 penalty on the summed (not averaged) log loss.
     pub alpha: f64,
+    /// L-BFGS iterations at most.
     pub max_iterations: u64,
 }
 
@@ -45,14 +46,21 @@ impl Default for CtrConfig {
 /// One run of the check.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct CtrMetrics {
+    /// Area under the ROC curve on the held-out pairs.
     pub auc: f64,
+    /// Mean log loss on the held-out pairs.
     pub log_loss: f64,
+    /// Training interactions fitted on.
     pub train_rows: usize,
+    /// Held-out pairs scored.
     pub heldout_rows: usize,
+    /// Share of held-out pairs rated 4 or more.
     pub heldout_positive_rate: f64,
+    /// Feature columns of the model.
     pub features: usize,
     /// Ids with a knowledge text (0 without knowledge).
     pub users_with_text: usize,
+    /// Item ids with a knowledge text (0 without knowledge).
     pub items_with_text: usize,
 }
 

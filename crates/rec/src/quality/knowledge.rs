@@ -43,7 +43,9 @@ fn without_serde_position(e: &serde_json::Error) -> String {
 /// Knowledge texts by MovieLens id, the downstream check's text features.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Knowledge {
+    /// User knowledge by user id.
     pub users: HashMap<u32, String>,
+    /// Item knowledge by item id.
     pub items: HashMap<u32, String>,
 }
 

@@ -1,6 +1,6 @@
 //! Quality of relaxed knowledge (issue 12, item 5): how far relaxed texts drift from strict
 //! ones ([`text`]), and whether the drift matters to a downstream recommender ([`ctr`],
-//! RECSYS.md's downstream check, run three ways by [`report`]).
+//! docs/recsys.md's downstream check, run three ways by [`report`]).
 
 pub mod ctr;
 mod encoding;

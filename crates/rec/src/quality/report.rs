@@ -8,13 +8,18 @@ use super::knowledge::Knowledge;
 use crate::movielens::{Dataset, Rating};
 use crate::{KnowledgeOutput, RecError};
 
+/// The downstream check without knowledge, with strict knowledge and with relaxed knowledge.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct DownstreamReport {
+    /// Without knowledge texts: the baseline.
     pub none: CtrMetrics,
+    /// With the strictly verified (plain decoding's) knowledge.
     pub strict: CtrMetrics,
+    /// With the relaxed-verified knowledge.
     pub relaxed: CtrMetrics,
     /// The number the paper's claim is about: near zero when relaxed knowledge is as useful.
     pub relaxed_minus_strict_auc: f64,
+    /// What knowledge adds at all: the AUC gain of strict knowledge over none.
     pub strict_minus_none_auc: f64,
 }
 

@@ -6,15 +6,20 @@ use serde::Serialize;
 /// is reported by the count, not by NaNs that would break JSON).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct Summary {
+    /// Records aggregated.
     pub count: usize,
+    /// Arithmetic mean.
     pub mean: f64,
     /// Mean of the two middle values for an even count.
     pub median: f64,
+    /// Smallest value.
     pub min: f64,
+    /// Largest value.
     pub max: f64,
 }
 
 impl Summary {
+    /// The aggregates of `values` (all zeros when empty).
     pub fn of(values: &[f64]) -> Summary {
         if values.is_empty() {
             return Summary::default();

@@ -85,19 +85,28 @@ pub fn first_divergence(a: &[u32], b: &[u32]) -> Option<usize> {
 /// One record's strict and relaxed knowledge, compared.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct PairScores {
+    /// The record's id.
     pub id: String,
+    /// User or item knowledge.
     pub kind: Kind,
+    /// Whether the texts are equal.
     pub identical_text: bool,
+    /// Whether the token sequences are equal.
     pub identical_tokens: bool,
+    /// [`token_edit_distance`] between the token sequences.
     pub edit_distance: usize,
+    /// [`normalised_edit_distance`] between the token sequences.
     pub normalised_edit_distance: f64,
+    /// [`rouge_l_f1`] of the relaxed text against the strict one.
     pub rouge_l: f64,
+    /// [`first_divergence`] of the token sequences.
     pub first_divergence: Option<usize>,
     /// The relaxed record's tokens kept only because of the relaxation.
     pub relaxed_tokens: usize,
 }
 
 impl PairScores {
+    /// Scores `relaxed` against `strict` (the same record's two outputs).
     pub fn of(strict: &KnowledgeOutput, relaxed: &KnowledgeOutput) -> PairScores {
         let (s, r) = (&strict.token_ids, &relaxed.token_ids);
         PairScores {
@@ -117,17 +126,24 @@ impl PairScores {
 /// Aggregates over a set of pairs.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct TextSummary {
+    /// Pairs aggregated.
     pub pairs: usize,
+    /// Share of pairs with identical texts.
     pub identical_text_rate: f64,
+    /// Share of pairs with identical tokens.
     pub identical_tokens_rate: f64,
+    /// Normalised token edit distance over the pairs.
     pub normalised_edit_distance: Summary,
+    /// ROUGE-L F1 over the pairs.
     pub rouge_l: Summary,
     /// Over the pairs whose tokens differ only.
     pub first_divergence: Summary,
+    /// Relaxed tokens per relaxed record.
     pub relaxed_tokens: Summary,
 }
 
 impl TextSummary {
+    /// Aggregates `pairs` (all zeros when there are none).
     pub fn of<'a>(pairs: impl IntoIterator<Item = &'a PairScores>) -> TextSummary {
         let pairs: Vec<&PairScores> = pairs.into_iter().collect();
         let n = pairs.len();
@@ -156,11 +172,15 @@ impl TextSummary {
 /// Strict against relaxed knowledge, paired by id.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct TextComparison {
+    /// Over every pair.
     pub overall: TextSummary,
+    /// Over the user records' pairs.
     pub users: TextSummary,
+    /// Over the item records' pairs.
     pub items: TextSummary,
     /// Ids in one file only (sorted); they are left out of the scores.
     pub only_strict: Vec<String>,
+    /// Ids in the relaxed file only (sorted).
     pub only_relaxed: Vec<String>,
     /// Sorted by id.
     pub pairs: Vec<PairScores>,

@@ -2,12 +2,12 @@
 //! tokenizer, so that each entry is tokenized once ("built once and cached"). A file that
 //! cannot be read or does not fit is logged and rebuilt, never an error.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 use specdec_tokenizer::Tokenizer;
 
-use super::catalogue::Entries;
+use super::entries::Entries;
 use crate::hash::fnv1a64;
 
 /// Bump when the cache file's layout or the tokenization rule changes.
@@ -93,12 +93,8 @@ pub(super) fn write_cache(path: &Path, entries: &Entries, tokens: &[Vec<u32>]) {
         item_ids: entries.item_ids.clone(),
         tokens: tokens.to_vec(),
     };
-    let tmp: PathBuf = path.with_extension(format!("json.tmp-{}", std::process::id()));
-    let result = (path.parent().map_or(Ok(()), std::fs::create_dir_all))
-        .and_then(|()| std::fs::write(&tmp, serde_json::to_string(&file).unwrap_or_default()))
-        .and_then(|()| std::fs::rename(&tmp, path));
+    let result = specdec_fs::write_atomic_with(path, |w| Ok(serde_json::to_writer(w, &file)?));
     if let Err(e) = result {
-        let _ = std::fs::remove_file(&tmp);
         tracing::warn!("cannot write catalogue cache {}: {e}", path.display());
     }
 }

@@ -1,4 +1,4 @@
-//! The item catalogue of generative recommendation (RECSYS.md, "Items as token sequences"):
+//! The item catalogue of generative recommendation (docs/recsys.md, "Generative recommendation"):
 //! one entry per distinct identifier `movie_title (release_year)`, naming every item id
 //! that carries it, tokenized once in the position the model writes it (after the prompt's
 //! `M.`: a leading space, the identifier, then the newline as the end token).
@@ -11,7 +11,7 @@
 //! In-position tokenization: the entry is `encode(" " + identifier)` followed by the token
 //! of `"\n"` rather than `encode(" " + identifier + "\n")`. The two agree for every
 //! MovieLens title with SmolLM2 (its pre-tokenizer never joins a newline to the text
-//! before it; checked in tests/catalogue_real.rs); the split form is used so that the end
+//! before it; checked in tests/real/catalogue_real.rs); the split form is used so that the end
 //! token is the same for every entry whatever the tokenizer.
 
 use std::collections::HashMap;
@@ -24,6 +24,7 @@ use crate::error::{io, RecError};
 use crate::movielens::Dataset;
 
 use super::cache::{cache_name, read_cache, write_cache};
+use super::entries::Entries;
 
 /// The folder under the data cache (`DataDirs::cache`) where catalogues are cached.
 pub const CACHE_SUBDIR: &str = "catalogue";
@@ -38,48 +39,6 @@ pub struct ItemCatalogue {
     by_title: HashMap<String, usize>,
     by_item: HashMap<u32, usize>,
     end_token: u32,
-}
-
-/// What a catalogue is made of before tokenization: distinct titles, each with its ids.
-pub(super) struct Entries {
-    pub(super) titles: Vec<String>,
-    pub(super) item_ids: Vec<Vec<u32>>,
-}
-
-impl Entries {
-    fn of_dataset(data: &Dataset) -> Self {
-        Self::merge(data.items.iter().map(|i| (i.title_with_year(), Some(i.id))))
-    }
-
-    fn of_titles(titles: Vec<String>) -> Self {
-        let titles = titles.into_iter().filter_map(|t| {
-            let t = t.trim();
-            (!t.is_empty()).then(|| (t.to_string(), None))
-        });
-        Self::merge(titles)
-    }
-
-    /// Entries in order of first appearance; a title seen again adds its id to the first.
-    fn merge(pairs: impl Iterator<Item = (String, Option<u32>)>) -> Self {
-        let mut index: HashMap<String, usize> = HashMap::new();
-        let mut out = Entries {
-            titles: Vec::new(),
-            item_ids: Vec::new(),
-        };
-        for (title, id) in pairs {
-            let e = *index.entry(title.clone()).or_insert_with(|| {
-                out.titles.push(title);
-                out.item_ids.push(Vec::new());
-                out.titles.len() - 1
-            });
-            out.item_ids[e].extend(id);
-        }
-        for ids in &mut out.item_ids {
-            ids.sort_unstable();
-            ids.dedup();
-        }
-        out
-    }
 }
 
 impl ItemCatalogue {
@@ -171,10 +130,12 @@ impl ItemCatalogue {
         &self.trie
     }
 
+    /// Number of entries (distinct titles).
     pub fn len(&self) -> usize {
         self.titles.len()
     }
 
+    /// Whether the catalogue has no entry.
     pub fn is_empty(&self) -> bool {
         self.titles.is_empty()
     }
@@ -190,10 +151,12 @@ impl ItemCatalogue {
         &self.item_ids[e]
     }
 
+    /// The entry whose identifier is `title`, if any.
     pub fn entry_of_title(&self, title: &str) -> Option<usize> {
         self.by_title.get(title).copied()
     }
 
+    /// The entry naming MovieLens item `item_id`, if any.
     pub fn entry_of_item(&self, item_id: u32) -> Option<usize> {
         self.by_item.get(&item_id).copied()
     }

@@ -1,4 +1,4 @@
-//! Recall@K and NDCG@K with one held-out target per user (RECSYS.md): the target's
+//! Recall@K and NDCG@K with one held-out target per user (docs/recsys.md): the target's
 //! catalogue entry at 1-based rank `r <= K` of the recommended list scores recall 1 and
 //! NDCG `1 / log2(r + 1)` (the ideal DCG of a single relevant item is 1); anywhere else, or
 //! a target the catalogue does not know, scores 0 for both. Means are over users.
@@ -73,10 +73,12 @@ impl RankingMetrics {
         self.users += 1;
     }
 
+    /// Users added so far.
     pub fn users(&self) -> usize {
         self.users
     }
 
+    /// The cut-offs k the metrics are kept at.
     pub fn ks(&self) -> &[usize] {
         &self.ks
     }

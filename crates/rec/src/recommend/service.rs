@@ -13,6 +13,7 @@ use crate::RecError;
 /// One recommended item.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Recommended {
+    /// The entry's identifier, e.g. `Toy Story (1995)`.
     pub title: String,
     /// Every item id the title names (empty for a catalogue of bare titles).
     pub item_ids: Vec<u32>,
@@ -23,7 +24,9 @@ pub struct Recommended {
 /// The K best items, best first, and how the search went.
 #[derive(Clone, Debug)]
 pub struct Recommendation {
+    /// The items, best first.
     pub items: Vec<Recommended>,
+    /// What the beam search did.
     pub stats: BeamStats,
 }
 

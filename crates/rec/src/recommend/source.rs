@@ -40,6 +40,8 @@ impl CatalogueSource {
         })
     }
 
+    /// Builds the catalogue tokenized with `tok`: MovieLens is fetched on first use and its
+    /// tokenized catalogue cached; a titles file is read afresh.
     pub fn load(&self, tok: &Tokenizer) -> Result<ItemCatalogue, RecError> {
         match self {
             CatalogueSource::MovieLens => {

@@ -1,49 +1,21 @@
-//! The evaluation users (RECSYS.md, "Splits"): every user with a target, in id order, with
-//! the target item and the recommendation prompt built from the history before it.
-//!
-//! "The most recent `h` items before the target": for the validation target that is the
-//! end of the training history; for the test target the validation item comes just before
-//! it and is the most recent of them (as in the leave-one-out literature: SASRec, BIGRec).
-//! So a test prompt lists the last `h - 1` training items then the validation item.
+//! The evaluation users (docs/recsys.md, "Splits"): every user with a target, in id order, with
+//! the target item and the recommendation prompt built from the history before it (see
+//! [`history`](super::history) for which items).
 
-use crate::movielens::{Dataset, Rating};
+use crate::movielens::Dataset;
 use crate::split::Split;
 
-/// Which held-out item a prompt asks for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Target {
-    /// The last interaction.
-    Test,
-    /// The second-to-last one.
-    Valid,
-}
+use super::history::Target;
 
 /// One evaluation user: the item to find and the prompt to find it from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EvalCase {
+    /// The user's id.
     pub user: u32,
     /// The held-out item id (a hit on any id of its catalogue entry counts).
     pub target_item: u32,
+    /// The prompt from their history before the target.
     pub prompt: String,
-}
-
-/// The user's held-out rating for `target`, if they have one.
-pub fn target_of(split: &Split, user: u32, target: Target) -> Option<&Rating> {
-    let held = match target {
-        Target::Test => &split.test,
-        Target::Valid => &split.valid,
-    };
-    let i = held.binary_search_by_key(&user, |r| r.user).ok()?;
-    Some(&held[i])
-}
-
-/// The item ids of the user's `h` most recent interactions before `target`, oldest first.
-pub fn history_before(split: &Split, user: u32, target: Target, h: usize) -> Vec<u32> {
-    let mut items: Vec<u32> = split.train_of(user).iter().map(|r| r.item).collect();
-    if target == Target::Test {
-        items.extend(target_of(split, user, Target::Valid).map(|r| r.item));
-    }
-    items.split_off(items.len().saturating_sub(h))
 }
 
 /// Every user with a `target` (all 943 for MovieLens), by id, with their prompt
@@ -65,46 +37,16 @@ pub fn eval_cases(data: &Dataset, split: &Split, target: Target) -> Vec<EvalCase
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::movielens::Rating;
-
-    fn r(user: u32, item: u32, timestamp: u64) -> Rating {
-        Rating {
-            user,
-            item,
-            rating: 4,
-            timestamp,
-        }
-    }
-
-    fn split() -> Split {
-        // User 1: items 1..=14 in time order (14 test, 13 valid); user 2: 21, 22 (22 test,
-        // 21 valid, no training); user 3: one rating (test only).
-        let mut ratings: Vec<Rating> = (1..=14).map(|i| r(1, i, i as u64)).collect();
-        ratings.extend([r(2, 22, 9), r(2, 21, 8), r(3, 30, 1)]);
-        let data = Dataset {
-            ratings,
-            ..Dataset::default()
-        };
-        Split::leave_last_out(&data)
-    }
+    use crate::recommend::prompt::prompt_for_user;
+    use crate::recommend::prompt::tests::one_user;
 
     #[test]
-    fn the_test_history_ends_with_the_validation_item() {
-        let split = split();
-        assert_eq!(
-            history_before(&split, 1, Target::Test, 10),
-            (4..=13).collect::<Vec<_>>()
-        );
-        assert_eq!(
-            history_before(&split, 1, Target::Valid, 10),
-            (3..=12).collect::<Vec<_>>()
-        );
-        assert_eq!(history_before(&split, 1, Target::Test, 2), [12, 13]);
-        assert_eq!(history_before(&split, 2, Target::Test, 10), [21]);
-        assert!(history_before(&split, 2, Target::Valid, 10).is_empty());
-        assert!(history_before(&split, 3, Target::Test, 10).is_empty());
-        assert_eq!(target_of(&split, 1, Target::Test).unwrap().item, 14);
-        assert_eq!(target_of(&split, 2, Target::Valid).unwrap().item, 21);
-        assert!(target_of(&split, 3, Target::Valid).is_none());
+    fn each_case_carries_the_users_prompt() {
+        let (data, split) = one_user();
+        let test = prompt_for_user(&data, &split, 9, Target::Test).unwrap();
+        let cases = eval_cases(&data, &split, Target::Test);
+        assert_eq!(cases.len(), 1);
+        assert_eq!((cases[0].user, cases[0].target_item), (9, 1));
+        assert_eq!(cases[0].prompt, test);
     }
 }

@@ -31,7 +31,9 @@ pub enum Activation {
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct RopeSpec {
+    /// How the table pairs dimensions.
     pub style: RopeStyle,
+    /// The frequency base.
     pub base: f32,
     /// Leading dimensions of each head that are rotated.
     pub dims: usize,
@@ -52,6 +54,7 @@ pub struct LayerSpec {
     pub post_attn_norm: bool,
     /// An RMS norm of the feed-forward output before it joins the residual stream.
     pub post_ffn_norm: bool,
+    /// The feed-forward's gate activation.
     pub activation: Activation,
     /// Attention sees only this many latest positions (a local layer); `None`: all.
     pub sliding_window: Option<usize>,
@@ -81,6 +84,7 @@ pub struct ArchSpec {
     pub embedding_scale: Option<f32>,
     /// Attention scores are multiplied by this; `None`: 1/√head_dim.
     pub attention_scale: Option<f32>,
+    /// Where the logits head's weights come from.
     pub output: OutputHead,
 }
 

@@ -13,11 +13,16 @@ use crate::weights;
 use crate::RuntimeError;
 
 impl Model {
+    /// Opens the GGUF at `path` and loads it (see [`Model::from_gguf`]), running its matmuls
+    /// on `exec`.
     pub fn load_with(path: impl AsRef<Path>, exec: Executor) -> Result<Self, RuntimeError> {
         let file = GgufFile::open(path)?;
         Self::from_gguf(&file, exec)
     }
 
+    /// Reads the configuration and architecture from `file`'s metadata, then repacks every
+    /// weight for the kernels (releasing each mapped tensor once copied) and builds the RoPE
+    /// tables; matmuls run on `exec`.
     pub fn from_gguf(file: &GgufFile, exec: Executor) -> Result<Self, RuntimeError> {
         let config = ModelConfig::from_gguf(file)?;
         let spec = ArchSpec::of(&config, file)?;

@@ -30,8 +30,11 @@ pub use profile::{ForwardProfile, Phase};
 /// Which nodes of an input need logits.
 #[derive(Clone, Debug)]
 pub enum Want {
+    /// Every node's logits (verification of a draft tree).
     All,
+    /// The last node's logits only (the end of a prefill, or plain decoding).
     Last,
+    /// No logits: the forward only fills the cache (e.g. a prefill chunk before the last).
     None,
     /// The last node's logits of these token columns only (any order, repeats allowed,
     /// each below the vocabulary): the head computes just them, with the same bits as a
@@ -58,8 +61,12 @@ impl Want {
 
 /// One sequence's share of a forward.
 pub struct SeqInput<'a> {
+    /// The sequence whose committed prefix the nodes continue; their keys and values go to
+    /// its scratch rows.
     pub seq: &'a mut Sequence,
+    /// The nodes to evaluate, parents before children.
     pub nodes: &'a [Node],
+    /// Which nodes need logits.
     pub want: Want,
 }
 
@@ -130,6 +137,7 @@ pub struct Model {
 }
 
 impl Model {
+    /// The model's hyper-parameters.
     pub fn config(&self) -> &ModelConfig {
         &self.config
     }
@@ -139,6 +147,7 @@ impl Model {
         &self.spec
     }
 
+    /// The kernels' executor (thread pool and instruction set) the model runs on.
     pub fn executor(&self) -> &Executor {
         &self.exec
     }

@@ -38,6 +38,7 @@ pub enum Phase {
 }
 
 impl Phase {
+    /// Every phase, in the order a forward runs them.
     pub const ALL: [Phase; 11] = [
         Phase::Setup,
         Phase::Norms,
@@ -52,6 +53,7 @@ impl Phase {
         Phase::Head,
     ];
 
+    /// A short label for reports.
     pub fn name(self) -> &'static str {
         match self {
             Phase::Setup => "setup",

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use specdec_engine::{
-    CacheScope, ChatMessage, ChatTemplate, DraftMethod, GenerateRequest, ModelMeta, PoolName,
-    Speculation, Tenant, Tokenizer,
+    Acceptance, CacheScope, ChatMessage, ChatTemplate, DraftMethod, GenerateRequest, ModelMeta,
+    PoolName, Speculation, SpeculationSpec, Tenant, Tokenizer,
 };
 
 use crate::api::{Content, OneOrMany, PromptInput, RequestBody};
@@ -14,7 +14,7 @@ use crate::error::ApiError;
 mod options;
 mod unsupported;
 
-use options::{acceptance, content_bytes, reference_param, reference_sizes, sampling};
+use options::{content_bytes, reference_param, reference_sizes, sampling, speculation};
 use unsupported::reject_unsupported;
 
 /// Most messages a chat request may hold (fewer where the context is smaller: see
@@ -37,23 +37,32 @@ pub const MAX_REFERENCE_BYTES: usize = 1 << 20;
 /// Most reference tokens one request may carry, together: what drafters index at most.
 pub const MAX_REFERENCE_TOKENS: usize = specdec_engine::MAX_REFERENCE_TOKENS;
 
+/// Which endpoint a body was sent to: each takes its own fields.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Endpoint {
+    /// `/v1/chat/completions`: `messages`.
     Chat,
+    /// `/v1/completions`: `prompt`.
     Completion,
 }
 
 /// What the edge needs to turn bodies into engine requests.
 #[derive(Clone)]
 pub struct Frontend {
+    /// The id requests must name in `model`.
     pub model_id: String,
+    /// The model's context length.
     pub context_length: usize,
     /// The most bytes one token spans: prompt text longer than `context_length` times
     /// this cannot fit, and is refused before it is tokenized.
     pub max_token_bytes: usize,
+    /// The model's tokenizer.
     pub tokenizer: Arc<Tokenizer>,
+    /// The chat template messages are rendered with.
     pub template: Arc<ChatTemplate>,
+    /// The draft method of requests that name none.
     pub default_method: DraftMethod,
+    /// Most draft nodes per step for requests that do not say.
     pub default_max_draft: usize,
 }
 
@@ -91,7 +100,7 @@ impl Frontend {
         MAX_MESSAGES.min(self.context_length)
     }
 
-    /// Most JSON values a request body may hold (see [`json_budget`](crate::json_budget)):
+    /// Most JSON values a request body may hold (see the `json_budget` module):
     /// room for a prompt of as many token ids as the context holds, [`MAX_MESSAGES`]
     /// messages of a few content parts each, and the other fields.
     pub fn max_json_values(&self) -> usize {
@@ -111,8 +120,11 @@ const VALUES_BESIDES: usize = 4096;
 /// A request the engine can run as it is.
 #[derive(Debug)]
 pub struct ValidRequest {
+    /// What the engine runs.
     pub gen: GenerateRequest,
+    /// Whether the response streams (SSE).
     pub stream: bool,
+    /// Whether a streamed response ends with a usage chunk.
     pub include_usage: bool,
     /// The `prediction`'s tokens, when one was given.
     pub prediction: Option<Vec<u32>>,
@@ -460,14 +472,15 @@ fn validate(
         references.push(tokens.clone());
         prediction = Some(tokens);
     }
-    let method = match spec.method.as_deref() {
-        Some(m) => DraftMethod::parse(m).map_err(|e| bad("speculation", e))?,
-        // A prediction asks for copying even where the server drafts nothing by default.
-        None if prediction.is_some() && fe.default_method == DraftMethod::None => {
-            DraftMethod::Reference
-        }
-        None => fe.default_method,
+    let default = SpeculationSpec {
+        method: match fe.default_method {
+            // A prediction asks for copying even where the server drafts nothing by default.
+            DraftMethod::None if prediction.is_some() => DraftMethod::Reference,
+            m => m,
+        },
+        acceptance: Acceptance::Strict,
     };
+    let parsed = speculation(&spec, &default, &sampling)?;
     let max_draft = match spec.max_draft_tokens {
         None => fe.default_max_draft,
         Some(n) if (0..=MAX_DRAFT_LIMIT as i64).contains(&n) => n as usize,
@@ -496,7 +509,6 @@ fn validate(
         .map(PoolName::parse)
         .transpose()
         .map_err(|e| bad("speculation", format!("speculation.pool: {e}")))?;
-    let acceptance = acceptance(&spec, &sampling)?;
     if body.user.as_ref().is_some_and(|u| u.len() > MAX_USER_BYTES) {
         return Err(bad(
             "user",
@@ -511,11 +523,10 @@ fn validate(
             sampling,
             stop,
             speculation: Speculation {
-                method,
                 max_draft,
                 references,
                 pool,
-                acceptance,
+                ..parsed.into()
             },
             cache_scope: CacheScope::Shared,
         },

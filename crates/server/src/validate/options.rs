@@ -1,7 +1,7 @@
 //! A request's options beside its prompt: sampling parameters, reference sizes and the
 //! verification rule of `speculation`.
 
-use specdec_engine::{Acceptance, Relaxed, SamplingParams};
+use specdec_engine::{RawSpec, SamplingParams, SpeculationSpec};
 
 use super::{bad, MAX_REFERENCES, MAX_REFERENCE_BYTES, MIN_TEMPERATURE};
 use crate::api::{Content, RequestBody};
@@ -125,59 +125,27 @@ pub(super) fn reference_sizes(
     Ok(())
 }
 
-/// `speculation.verify` with its `top_k` and `tau` as the request's rule. Relaxed
-/// verification is greedy only, so it needs `temperature: 0` (OpenAI's default is 1).
-pub(super) fn acceptance(
+/// `speculation`'s method, `verify`, `top_k` and `tau`, parsed by the engine's one parser
+/// with `default` filling in what the request leaves out. Relaxed verification is greedy
+/// only, so it needs `temperature: 0` (OpenAI's default is 1).
+pub(super) fn speculation(
     spec: &crate::api::Speculation,
+    default: &SpeculationSpec,
     sampling: &SamplingParams,
-) -> Result<Acceptance, ApiError> {
-    match spec.verify.as_deref() {
-        None | Some("strict") => {
-            if spec.top_k.is_some() || spec.tau.is_some() {
-                return Err(bad(
-                    "speculation",
-                    "`speculation.top_k` and `speculation.tau` apply only with `speculation.verify: \"relaxed\"`",
-                ));
-            }
-            return Ok(Acceptance::Strict);
-        }
-        Some("relaxed") => {}
-        Some(other) => {
-            return Err(bad(
-                "speculation",
-                format!(
-                    "`speculation.verify` must be `strict` or `relaxed`, got `{}`",
-                    crate::error::clip(other)
-                ),
-            ))
-        }
-    }
-    let top_k = match spec.top_k {
-        None => Relaxed::DEFAULT.top_k(),
-        Some(k) => usize::try_from(k)
-            .ok()
-            .filter(|k| (1..=Relaxed::MAX_TOP_K).contains(k))
-            .ok_or_else(|| {
-                bad(
-                    "speculation",
-                    format!(
-                        "speculation.top_k must be in 1..={}, got {k}",
-                        Relaxed::MAX_TOP_K
-                    ),
-                )
-            })?,
+) -> Result<SpeculationSpec, ApiError> {
+    let raw = RawSpec {
+        method: spec.method.clone(),
+        verify: spec.verify.clone(),
+        top_k: spec.top_k,
+        tau: spec.tau,
     };
-    let tau = spec.tau.map_or(Relaxed::DEFAULT.tau(), |t| t as f32);
-    let rule =
-        Relaxed::new(top_k, tau).map_err(|e| bad("speculation", format!("speculation: {e}")))?;
-    if !sampling.is_greedy() {
-        return Err(bad(
+    let parsed = SpeculationSpec::parse(&raw, default)
+        .map_err(|e| bad("speculation", format!("speculation: {e}")))?;
+    parsed.check_sampling(sampling).map_err(|e| {
+        bad(
             "temperature",
-            format!(
-                "`speculation.verify: \"relaxed\"` is greedy only: set `temperature` to 0 (the default is 1), got {}",
-                sampling.temperature
-            ),
-        ));
-    }
-    Ok(Acceptance::Relaxed(rule))
+            format!("speculation: {e} (the default temperature is 1)"),
+        )
+    })?;
+    Ok(parsed)
 }

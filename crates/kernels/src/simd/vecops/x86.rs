@@ -262,6 +262,8 @@ unsafe fn weighted_rows<const C: usize, const G: usize>(
     let o = out[i0 * d..(i0 + G) * d].as_mut_ptr();
     // SAFETY: o covers G · d floats.
     let mut acc: [[__m512; C]; G] = std::array::from_fn(|i| {
+        // SAFETY: i < G and c < C with d = 16 · C, so the 16 floats read lie in o's G · d;
+        // AVX-512F is available by this function's contract.
         std::array::from_fn(|c| unsafe { _mm512_loadu_ps(o.add(i * d + c * 16)) })
     });
     let w = &ws[i0 * w_stride..];
@@ -395,8 +397,10 @@ unsafe fn dot_t_rows_avx2<const G: usize>(
                 // are not read.
                 let p = kt.as_ptr().wrapping_add(block + d * 16 + 8 * h);
                 if left >= 16 {
+                    // SAFETY: all 16 positions of the block are keys below n (see above).
                     unsafe { _mm256_loadu_ps(p) }
                 } else {
+                    // SAFETY: only the lanes `masks[h]` sets are read, all keys below n.
                     unsafe { _mm256_maskload_ps(p, masks[h]) }
                 }
             });

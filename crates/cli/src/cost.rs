@@ -1,0 +1,116 @@
+//! The forward cost curve: what one forward over n tree nodes costs after a prefix of
+//! committed tokens, measured on the loaded model. Shared by `bench verify-cost`, the
+//! roofline, workload runs and `rec bench`.
+
+use std::time::Instant;
+
+use specdec_runtime::{Node, SeqInput, Want};
+
+use crate::common::Loaded;
+
+const SIZES: [usize; 7] = [1, 2, 4, 8, 16, 32, 64];
+/// Untimed forwards of the same size before each timed one. Decoding runs forwards of
+/// similar sizes back to back; a forward timed right after a much larger one is slower
+/// (about 10% at n = 1 after n = 64 here), which made the curve look flatter than what
+/// decoding pays.
+const SETTLE: usize = 2;
+
+/// The median of `v` (the upper one of an even count).
+pub(crate) fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// The forward cost curve: milliseconds of one forward over n = 1, 2, 4, ..., 64 chained
+/// nodes after `prefix` committed tokens (median of `repeats` interleaved timings).
+pub fn cost_curve(loaded: &Loaded, repeats: usize, prefix: usize) -> anyhow::Result<CostCurve> {
+    let max = *SIZES.last().expect("sizes");
+    let (mut seq, tokens) = prefilled(loaded, prefix, max)?;
+    let model = &loaded.model;
+    let mut times = vec![Vec::new(); SIZES.len()];
+    // One untimed round warms caches and the thread pool.
+    for round in 0..repeats.max(1) + 1 {
+        for (i, &n) in SIZES.iter().enumerate() {
+            let nodes = Node::chain(&tokens[prefix..prefix + n]);
+            for settle in (0..=SETTLE).rev() {
+                let t = Instant::now();
+                model.forward(&mut [SeqInput {
+                    seq: &mut seq,
+                    nodes: &nodes,
+                    want: Want::All,
+                }])?;
+                if round > 0 && settle == 0 {
+                    times[i].push(t.elapsed().as_secs_f64() * 1e3);
+                }
+            }
+        }
+    }
+    Ok(CostCurve(
+        SIZES
+            .iter()
+            .zip(times)
+            .map(|(&n, t)| (n, median(t)))
+            .collect(),
+    ))
+}
+
+/// A sequence holding `prefix` committed tokens of a real passage, and the passage's
+/// tokens (repeated as often as needed) for `prefix + extra` positions, the rest to feed
+/// as nodes.
+pub fn prefilled(
+    loaded: &Loaded,
+    prefix: usize,
+    extra: usize,
+) -> anyhow::Result<(specdec_runtime::Sequence, Vec<u32>)> {
+    let model = &loaded.model;
+    let limit = model.config().context_length;
+    anyhow::ensure!(
+        prefix + extra <= limit,
+        "--prefix {prefix} plus {extra} nodes exceeds the model's context ({limit})"
+    );
+    // A real passage, repeated as often as the prefix needs (cost does not depend on
+    // which tokens they are).
+    let text = include_str!("../../../data/passage.txt");
+    let one = loaded.tokenizer.encode(text, false)?;
+    anyhow::ensure!(!one.is_empty(), "empty passage");
+    let tokens: Vec<u32> = one.iter().copied().cycle().take(prefix + extra).collect();
+    let mut seq = model.new_sequence();
+    for chunk in tokens[..prefix].chunks(512) {
+        model.forward(&mut [SeqInput {
+            seq: &mut seq,
+            nodes: &Node::chain(chunk),
+            want: Want::None,
+        }])?;
+        seq.commit_all()?;
+    }
+    Ok((seq, tokens))
+}
+
+/// Measured forward cost by node count (see [`cost_curve`]).
+pub struct CostCurve(Vec<(usize, f64)>);
+
+impl CostCurve {
+    /// The measured (nodes, milliseconds) pairs.
+    pub fn points(&self) -> &[(usize, f64)] {
+        &self.0
+    }
+
+    /// Milliseconds of a forward over `n` nodes: linear between the measured sizes, and
+    /// beyond the largest along its last segment.
+    pub fn ms(&self, n: usize) -> f64 {
+        let p = &self.0;
+        let i = p.partition_point(|&(m, _)| m < n).clamp(1, p.len() - 1);
+        let ((n0, t0), (n1, t1)) = (p[i - 1], p[i]);
+        let f = (n as f64 - n0 as f64) / (n1 - n0) as f64;
+        (t0 + f * (t1 - t0)).max(0.0)
+    }
+
+    /// What decode steps cost: `steps_by_size[k]` forwards over `1 + k` nodes each.
+    pub fn steps_ms(&self, steps_by_size: &[usize]) -> f64 {
+        steps_by_size
+            .iter()
+            .enumerate()
+            .map(|(k, &n)| n as f64 * self.ms(1 + k))
+            .sum()
+    }
+}

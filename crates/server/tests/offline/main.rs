@@ -1,0 +1,15 @@
+//! specdec-server's offline tests, one binary: no model file, no network. The servers load
+//! the tiny synthetic model of `specdec-testkit` (random weights, byte-level tokenizer,
+//! ChatML): every endpoint, validation, admission, timeouts, tenants and `/v1/recommend`
+//! hold on any model.
+
+mod admission;
+mod common;
+mod config;
+mod parse_fuzz;
+mod pool_errors;
+mod recommend;
+mod router;
+mod tenants;
+mod timeout;
+mod validation;

@@ -1,0 +1,3 @@
+//! specdec-verify's integration tests, one binary: no model file, no network.
+
+mod relaxed;
