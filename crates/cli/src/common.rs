@@ -26,6 +26,9 @@ pub struct Loaded {
     pub template: Arc<ChatTemplate>,
     /// Whether the file has its own template.
     pub has_template: bool,
+    /// What a draft model is checked against, and the file it came from.
+    pub meta: specdec_engine::ModelMeta,
+    pub path: PathBuf,
 }
 
 pub fn model_path(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
@@ -38,9 +41,11 @@ pub fn load(args: &ModelArgs) -> anyhow::Result<Loaded> {
         .with_context(|| format!("loading {}", path.display()))?;
     Ok(Loaded {
         model: l.model,
-        tokenizer: l.meta.tokenizer,
-        template: l.meta.template,
+        tokenizer: l.meta.tokenizer.clone(),
+        template: l.meta.template.clone(),
         has_template: l.meta.has_template,
+        meta: l.meta,
+        path,
     })
 }
 

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Args;
-use specdec_engine::{PoolName, Pools, SpecStats, Tokenizer};
+use specdec_engine::{DraftMethod, DraftModel, PoolName, Pools, SpecStats, Tokenizer};
 
 #[derive(Args, Debug, Clone)]
 pub struct DraftArgs {
@@ -28,6 +28,11 @@ pub struct DraftArgs {
     /// The most tokens each pool's history index holds (oldest requests evicted first).
     #[arg(long, default_value_t = 1 << 20)]
     pub history_tokens: usize,
+    /// The draft model of `--draft model` (and one more part of `auto`): a GGUF file or a
+    /// known model's short name with the target's vocabulary (`qwen2.5-coder-0.5b` for
+    /// `qwen2.5-coder-1.5b`).
+    #[arg(long)]
+    pub draft_model: Option<PathBuf>,
 }
 
 fn parse_pool(s: &str) -> Result<PoolName, String> {
@@ -35,6 +40,29 @@ fn parse_pool(s: &str) -> Result<PoolName, String> {
 }
 
 impl DraftArgs {
+    /// Checks, before any model loads, that `--draft model` has its model.
+    pub fn check(&self, method: DraftMethod) -> anyhow::Result<()> {
+        if method == DraftMethod::Model && self.draft_model.is_none() {
+            anyhow::bail!("--draft model needs --draft-model NAME|FILE (a model of the target's vocabulary, e.g. qwen2.5-coder-0.5b for qwen2.5-coder-1.5b)");
+        }
+        Ok(())
+    }
+
+    /// The draft model of `--draft-model`, loaded for `target`, if given.
+    pub fn draft_model(
+        &self,
+        target: &crate::common::Loaded,
+        threads: usize,
+    ) -> anyhow::Result<Option<DraftModel>> {
+        let Some(p) = &self.draft_model else {
+            return Ok(None);
+        };
+        let path = crate::common::model_path(Some(p))?;
+        let d = DraftModel::load(&path, &target.meta, &target.path, threads)
+            .with_context(|| format!("loading the draft model {}", path.display()))?;
+        Ok(Some(d))
+    }
+
     pub fn reference_tokens(&self, tok: &Tokenizer) -> anyhow::Result<Vec<Vec<u32>>> {
         self.references
             .iter()

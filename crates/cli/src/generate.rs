@@ -38,7 +38,8 @@ pub struct GenerateArgs {
     /// Stop when this text appears (repeatable); it is not included in the output.
     #[arg(long)]
     pub stop: Vec<String>,
-    /// Draft method: none, reference, prompt, trie, suffix or auto.
+    /// Draft method: none, reference, prompt, trie, suffix, history, model (with
+    /// --draft-model) or auto.
     #[arg(long, default_value = "auto", value_parser = DraftMethod::parse)]
     pub draft: DraftMethod,
     #[command(flatten)]
@@ -86,8 +87,10 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
     let sampling = args.sampling.params();
     // Before the model loads: a bad rule is the command line's problem.
     let spec = args.verify.spec(args.draft, &sampling)?;
+    args.drafting.check(args.draft)?;
     let verify = spec.acceptance.name();
     let loaded = common::load(&args.model)?;
+    let draft_model = args.drafting.draft_model(&loaded, args.model.threads)?;
     let tokens = loaded.prompt_tokens(&prompt, args.chat, args.system.as_deref())?;
     common::check_context(
         tokens.len(),
@@ -107,6 +110,9 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
     };
     let mut engine = Engine::new(&loaded.model, &loaded.tokenizer)
         .with_pools(args.drafting.pools(loaded.model.config().vocab)?);
+    if let Some(d) = draft_model {
+        engine = engine.with_draft_model(d);
+    }
     let stdout = std::io::stdout();
     let out = if args.json {
         engine.generate(&req, &mut |_| true)?

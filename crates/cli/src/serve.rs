@@ -66,8 +66,9 @@ pub struct ServeArgs {
     /// items, fetched and cached) or a file of titles, one per line.
     #[arg(long, value_name = "movielens|FILE")]
     pub catalogue: Option<String>,
-    /// A draft model (a GGUF with the target's vocabulary) for speculative beam search on
-    /// `/v1/recommend` (needs --catalogue).
+    /// A draft model (a GGUF file or a known model's short name, with the target's
+    /// vocabulary): text requests draft with it (`speculation.method: "model"`, and as a
+    /// part of `auto`), and so does `/v1/recommend`'s speculative beam search.
     #[arg(long)]
     pub draft_model: Option<std::path::PathBuf>,
     /// A named pool every tenant reads and feeds (repeat for more). Other pools, and the
@@ -152,7 +153,11 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         default_max_draft: args.budget.min(specdec_server::validate::MAX_DRAFT_LIMIT),
         prefix_cache_bytes: args.prefix_cache_mib.saturating_mul(1 << 20),
         catalogue: args.catalogue.as_deref().map(CatalogueSource::parse),
-        draft_model: args.draft_model,
+        draft_model: args
+            .draft_model
+            .as_deref()
+            .map(|p| crate::common::model_path(Some(p)))
+            .transpose()?,
         recommend: RecommendLimits {
             max_k: args.recommend_max_k,
             max_work: args.recommend_max_work,

@@ -333,15 +333,22 @@ pub fn run(opts: &Options) -> anyhow::Result<()> {
     let repeats = opts.repeats.max(1);
     let mut methods = vec![DraftMethod::None];
     methods.extend(opts.methods.iter().filter(|m| **m != DraftMethod::None));
+    for &m in &methods {
+        opts.drafting.check(m)?;
+    }
     let loaded = common::load(&opts.model)?;
+    let draft_model = opts.drafting.draft_model(&loaded, opts.model.threads)?;
     // Measured once, before any record: prices every record's decode steps alike (a
     // 300-token prefix, about these workloads' typical context).
     let curve = cost_curve(&loaded, 5, 300)?;
     // One engine for every method: it keeps acceptance statistics per drafter, so no
     // method's statistics size another's drafts, and one measured cost curve.
     let vocab = loaded.model.config().vocab;
-    let engine =
+    let mut engine =
         Engine::new(&loaded.model, &loaded.tokenizer).with_pools(opts.drafting.pools(vocab)?);
+    if let Some(d) = draft_model {
+        engine = engine.with_draft_model(d);
+    }
     let concurrency = opts.concurrency.max(1);
     let mut sched: Scheduler<'_, Slot> = Scheduler::new(engine, concurrency);
     if let Some(warm) = &opts.warm {

@@ -23,6 +23,8 @@ struct Candidate {
     score: f32,
     /// The largest single contribution: its source names the node.
     best: f32,
+    /// A draft model's log-probability of the token, if a draft model proposed it.
+    logprob: Option<f32>,
 }
 
 /// Heap entry: best score first, then the earliest node (deterministic ties).
@@ -154,6 +156,7 @@ impl TreeBuilder {
             match_len,
             score: s,
             best: s,
+            logprob: None,
         });
         id as usize
     }
@@ -184,13 +187,22 @@ impl TreeBuilder {
         for (i, (n, m)) in tree.nodes().iter().zip(tree.meta()).enumerate() {
             let id = match n.parent {
                 None if i == 0 => None,
-                Some(p) if (p as usize) < i => Some(self.add_copied(
-                    map[p as usize],
-                    n.token,
-                    m.source,
-                    m.score * weight,
-                    m.match_len,
-                )),
+                Some(p) if (p as usize) < i => {
+                    let id = self.add_copied(
+                        map[p as usize],
+                        n.token,
+                        m.source,
+                        m.score * weight,
+                        m.match_len,
+                    );
+                    // A draft model's probability travels with its node (relaxed and
+                    // beam verification, and draft sizing, read it).
+                    if let Some(lp) = m.logprob {
+                        let c = &mut self.nodes[id];
+                        c.logprob = Some(c.logprob.map_or(lp, |x| x.max(lp)));
+                    }
+                    Some(id)
+                }
                 _ => break,
             };
             map.push(id);
@@ -268,7 +280,10 @@ impl TreeBuilder {
         self.push_children(NONE, 0);
         while let Some((i, parent)) = self.stack.pop() {
             let nd = self.nodes[i as usize];
-            let meta = Meta::copied(nd.source, nd.score, nd.match_len);
+            let meta = Meta {
+                logprob: nd.logprob,
+                ..Meta::copied(nd.source, nd.score, nd.match_len)
+            };
             let me = out.push(nd.token, Some(parent), meta);
             self.push_children(i, me);
         }

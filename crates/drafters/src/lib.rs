@@ -22,6 +22,9 @@
 //!   automaton over past requests' prompts and outputs ([`HistoryIndex`], shared per pool,
 //!   bounded, persisted); the tree of what followed the longest match, scored by
 //!   frequency, as deep as the match is long.
+//! - `draft_model` — [`ModelDrafter`]: a smaller model of the same vocabulary drafts a
+//!   chain of its likeliest tokens with the next likeliest beside it, its own KV cache
+//!   kept in step with what the target accepted; depth set by measured cost.
 //! - `mix` — [`MixDrafter`]: several drafters merged into one tree; the `auto` method is
 //!   [`MixDrafter::auto`] (copying, suffix automaton, and the pool's trie and history).
 //!
@@ -36,6 +39,7 @@
 mod automaton_copy;
 mod build;
 mod context;
+mod draft_model;
 mod error;
 mod file_io;
 mod hash;
@@ -48,6 +52,7 @@ mod suffix_decoding;
 
 pub use automaton_copy::{SuffixConfig, SuffixDrafter};
 pub use build::TreeBuilder;
+pub use draft_model::{ModelDrafter, ModelDrafterConfig, TargetClock};
 pub use error::DraftError;
 pub use llma::{ReferenceConfig, ReferenceDrafter};
 pub use lookahead::drafter::{CanStart, TrieDrafter, TrieDrafterConfig, PRIVATE_TRIE_MAX_NODES};

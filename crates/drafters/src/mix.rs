@@ -103,6 +103,19 @@ impl MixDrafter {
         m
     }
 
+    /// The mix with one more part (weighted as in [`MixDrafter::new`]).
+    pub fn with_part(mut self, drafter: Box<dyn Drafter>, weight: f32) -> Self {
+        let name = self.name;
+        let mut parts: Vec<(Box<dyn Drafter>, f32)> = std::mem::take(&mut self.parts)
+            .into_iter()
+            .map(|p| (p.drafter, p.weight))
+            .collect();
+        parts.push((drafter, weight));
+        let mut m = Self::new(parts);
+        m.name = name;
+        m
+    }
+
     /// Names of the parts, in order.
     pub fn part_names(&self) -> Vec<&'static str> {
         self.parts.iter().map(|p| p.drafter.name()).collect()

@@ -11,7 +11,9 @@ use specdec_tokenizer::Tokenizer;
 use specdec_verify::Forced;
 
 use crate::budget::{AcceptanceMemories, BatchLoad, BudgetPolicy, CostModel};
+use crate::draft_model::DraftModel;
 use crate::generation::{Generation, Sink, StepInput};
+use crate::method::DraftMethod;
 use crate::pools::{Pools, SaveResult};
 use crate::prefix_cache::PrefixCache;
 use crate::request::{GenerateOutput, GenerateRequest};
@@ -30,6 +32,8 @@ pub struct Engine<'m> {
     /// sharing it would tell a tenant how predictable another's texts were.
     tenant_acceptance: HashMap<Tenant, AcceptanceMemories>,
     pools: Pools,
+    /// The draft model of the `model` method (and a part of `auto`'s), if loaded.
+    draft_model: Option<DraftModel>,
 }
 
 /// Tenants whose acceptance memories are kept; beyond it one is forgotten (it starts
@@ -49,7 +53,19 @@ impl<'m> Engine<'m> {
             acceptance: AcceptanceMemories::default(),
             tenant_acceptance: HashMap::new(),
             pools,
+            draft_model: None,
         }
+    }
+
+    /// Lets requests draft with `draft` (the `model` method, and a part of `auto`).
+    pub fn with_draft_model(mut self, draft: DraftModel) -> Self {
+        self.draft_model = Some(draft);
+        self
+    }
+
+    /// The draft model requests may draft with, if any.
+    pub fn draft_model(&self) -> Option<&DraftModel> {
+        self.draft_model.as_ref()
     }
 
     /// Keeps finished requests' caches (up to `max_bytes`) for later requests that share
@@ -175,6 +191,11 @@ impl<'m> Engine<'m> {
             .acceptance
             .check_sampling(&req.sampling)
             .map_err(EngineError::InvalidRequest)?;
+        if req.speculation.method == DraftMethod::Model && self.draft_model.is_none() {
+            return Err(EngineError::InvalidRequest(
+                "the `model` draft method needs a draft model, and none is loaded: start with --draft-model NAME|FILE (a model of the target's vocabulary)".into(),
+            ));
+        }
         let limit = self.target.config().context_length;
         // Drafts never push past this: each step caps its tree by the room left.
         // Checked: a max_tokens near 2^64 must not wrap to a small sum that passes.
@@ -298,6 +319,10 @@ impl<'m> Engine<'m> {
         if timed {
             let ms = t0.elapsed().as_secs_f64() * 1e3;
             self.cost.observe(load.rows, load.mean_ctx(), ms);
+            if let (Some(d), Some(one)) = (&self.draft_model, self.cost.one_row_ms(load.mean_ctx()))
+            {
+                d.clock().set(one / 1e3);
+            }
         }
         let members = batch
             .iter_mut()
@@ -354,12 +379,19 @@ impl<'m> Engine<'m> {
         req: &GenerateRequest,
     ) -> Result<Option<Box<dyn Drafter>>, EngineError> {
         let spec = &req.speculation;
+        let model = match &self.draft_model {
+            // A relaxed request's drafts must depend on its text alone, not on timings.
+            Some(d) if spec.method.uses_model() => {
+                Some(d.drafter(self.target.config().vocab, !spec.acceptance.is_relaxed()))
+            }
+            _ => None,
+        };
         if !spec.method.uses_pool() {
             // Its drafter reads no pool: none is loaded for it.
-            return Ok(spec.method.drafter(self.pools.global()));
+            return Ok(spec.method.drafter(self.pools.global(), model));
         }
         let pool = self.pools.pool_in(&req.cache_scope, spec.pool.as_ref())?;
-        Ok(spec.method.drafter(&pool))
+        Ok(spec.method.drafter(&pool, model))
     }
 
     /// Generates with a drafter of the caller's (or none). With or without a drafter the

@@ -252,12 +252,13 @@ impl<'a> Generation<'a> {
         &self.req.prompt[..self.req.prompt.len() - 1]
     }
 
-    /// Marks the prompt as in the cache and starts the drafter.
+    /// Marks the prompt as in the cache and starts the drafter. Starting it is part of
+    /// prefill: a drafter indexes the prompt, a draft model reads it.
     fn prefill_done(&mut self) {
-        self.prefill_time = Some(self.start.elapsed());
         if let Some(d) = self.drafter.as_mut() {
             d.begin(&self.req.prompt, &self.req.speculation.references);
         }
+        self.prefill_time = Some(self.start.elapsed());
     }
 
     /// Decides this generation's share of the next forward. `load` holds what earlier

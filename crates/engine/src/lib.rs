@@ -23,6 +23,7 @@
 
 pub mod beam;
 pub mod budget;
+mod draft_model;
 mod engine;
 mod generation;
 mod load;
@@ -36,6 +37,7 @@ pub mod spec;
 pub mod stats;
 pub mod stop;
 
+pub use draft_model::DraftModel;
 pub use engine::Engine;
 pub use generation::{Generation, Sink};
 pub use load::{load_draft, Loaded, ModelMeta};

@@ -73,7 +73,9 @@ pub struct ServerConfig {
     pub prefix_cache_bytes: usize,
     /// The catalogue `/v1/recommend` recommends from (none: the endpoint is off).
     pub catalogue: Option<CatalogueSource>,
-    /// A draft model for speculative beam search on `/v1/recommend` (needs `catalogue`).
+    /// A draft model of the target's vocabulary: text requests draft with it
+    /// (`speculation.method: "model"`, and as a part of `auto`), and `/v1/recommend`'s
+    /// speculative beam search with a catalogue.
     pub draft_model: Option<PathBuf>,
     /// What `/v1/recommend` may ask of one search.
     pub recommend: RecommendLimits,
@@ -179,12 +181,26 @@ impl Server {
         if let Some(id) = &config.model_id {
             check_model_id(id)?;
         }
-        if config.draft_model.is_some() && config.catalogue.is_none() {
+        if config.default_method == specdec_engine::DraftMethod::Model
+            && config.draft_model.is_none()
+        {
             return Err(ServerError::Config(
-                "--draft-model serves /v1/recommend: give --catalogue too".into(),
+                "--draft model needs --draft-model NAME|FILE (a model of the target's vocabulary)"
+                    .into(),
             ));
         }
         let loaded = Loaded::open(&config.model, config.threads)?;
+        // One draft model for text (`speculation.method: "model"`, a part of `auto`) and
+        // for /v1/recommend's speculative beam search.
+        let draft_model = match &config.draft_model {
+            Some(path) => Some(specdec_engine::DraftModel::load(
+                path,
+                &loaded.meta,
+                &config.model,
+                config.threads,
+            )?),
+            None => None,
+        };
         if !loaded.meta.has_template {
             tracing::warn!(
                 model = %config.model.display(),
@@ -215,8 +231,7 @@ impl Server {
         .with_shared(config.shared_pools.iter().cloned());
         let recommender = Recommender::load(
             config.catalogue.as_ref(),
-            config.draft_model.as_deref(),
-            config.threads,
+            draft_model.as_ref(),
             &loaded,
             recommend,
         )?;
@@ -235,6 +250,7 @@ impl Server {
                 timeout: config.timeout,
                 prefix_cache_bytes: config.prefix_cache_bytes,
                 recommender: recommender.clone(),
+                draft_model,
             },
             metrics.clone(),
             rx,

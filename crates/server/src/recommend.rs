@@ -4,12 +4,11 @@
 //! [`worker`](crate::worker)), and the handler (in `routes`) answers with what
 //! `specdec rec recommend --json` prints, in an envelope.
 
-use std::path::Path;
 use std::sync::Arc;
 
 use serde::Deserialize;
 use specdec_engine::beam::{BeamOptions, BeamVerify, DraftScoring};
-use specdec_engine::{Loaded, Model, Tokenizer};
+use specdec_engine::{Loaded, Tokenizer};
 use specdec_rec::recommend::service::history_tokens;
 use specdec_rec::recommend::{CatalogueSource, ItemCatalogue};
 
@@ -82,7 +81,7 @@ pub struct Recommender {
     /// What one request may ask of the search.
     pub limits: RecommendLimits,
     /// The draft model for speculative beam search (AtSpeed), if loaded.
-    pub draft: Option<Arc<Model>>,
+    pub draft: Option<Arc<dyn specdec_engine::Target>>,
     /// How the draft's logits are read (its file's `specdec.draft.scoring`).
     pub draft_scoring: DraftScoring,
 }
@@ -97,13 +96,12 @@ impl std::fmt::Debug for Recommender {
 }
 
 impl Recommender {
-    /// The recommender of the server's `catalogue` and `draft_model` (read with `threads`),
-    /// on the target `loaded` (none without a catalogue). A draft is checked against the
-    /// target's vocabulary here (by `load_draft`), not at the first request.
+    /// The recommender of the server's `catalogue` and `draft_model`, on the target
+    /// `loaded` (none without a catalogue). The draft was checked against the target's
+    /// vocabulary when it was loaded, not at the first request.
     pub fn load(
         catalogue: Option<&CatalogueSource>,
-        draft_model: Option<&Path>,
-        threads: usize,
+        draft_model: Option<&specdec_engine::DraftModel>,
         loaded: &Loaded,
         limits: RecommendLimits,
     ) -> Result<Option<Recommender>, ServerError> {
@@ -112,10 +110,7 @@ impl Recommender {
         };
         let catalogue = source.load(&loaded.meta.tokenizer)?;
         let (draft, draft_scoring) = match draft_model {
-            Some(path) => {
-                let d = specdec_engine::load_draft(path, &loaded.meta, threads)?;
-                (Some(Arc::new(d.model)), d.draft_scoring)
-            }
+            Some(d) => (Some(d.model().clone()), d.scoring()),
             None => (None, DraftScoring::default()),
         };
         tracing::info!(

@@ -138,6 +138,8 @@ pub struct WorkerConfig {
     pub prefix_cache_bytes: usize,
     /// What `/v1/recommend` searches (none: the endpoint is off).
     pub recommender: Option<Recommender>,
+    /// The draft model text requests may draft with.
+    pub draft_model: Option<specdec_engine::DraftModel>,
 }
 
 /// The handlers' side of the queue.
@@ -263,6 +265,9 @@ pub fn spawn(
             }
             let _stopped = Stopped(metrics.clone());
             let mut engine = Engine::new(model.as_ref(), &tokenizer).with_pools(pools);
+            if let Some(d) = config.draft_model.clone() {
+                engine = engine.with_draft_model(d);
+            }
             if config.prefix_cache_bytes > 0 {
                 engine = engine.with_prefix_cache(config.prefix_cache_bytes);
             }

@@ -26,7 +26,8 @@ pub struct Args {
     /// processes do not merge their pools' history files.
     #[arg(long)]
     pub pools: Option<PathBuf>,
-    /// Draft method: none, reference, prompt, trie, suffix, history or auto.
+    /// Draft method: none, reference, prompt, trie, suffix, history or auto (the job has
+    /// no draft model: `model` is refused).
     #[arg(long, default_value = "auto", value_parser = DraftMethod::parse)]
     pub draft: DraftMethod,
     /// Most draft nodes per step; the engine adapts below it.
@@ -72,6 +73,9 @@ fn parse_shard(s: &str) -> Result<Shard, String> {
 
 impl Args {
     fn options(&self) -> anyhow::Result<JobOptions> {
+        if self.draft == DraftMethod::Model {
+            anyhow::bail!("the knowledge job drafts without a draft model: choose none, reference, prompt, trie, suffix, history or auto");
+        }
         // The job decodes greedily.
         let spec = self.verify.spec(self.draft, &SamplingParams::default())?;
         let shard = Shard::resolve(self.shard, |name| std::env::var(name).ok())?;

@@ -2,6 +2,7 @@
 
 mod automaton_copy;
 mod common;
+mod draft_model;
 mod llma;
 mod lookahead;
 mod lookahead_files;

@@ -87,6 +87,22 @@ impl CostModel {
         self.ms[1][b].filter(|&m| m > 0.0)
     }
 
+    /// Milliseconds of a one-row forward at context `ctx`: observed, or else estimated
+    /// from the smallest forward observed at that context and the prior's shape; `None`
+    /// before any observation there.
+    pub fn one_row_ms(&self, ctx: usize) -> Option<f64> {
+        let b = ctx_bucket(ctx);
+        self.base(b).or_else(|| {
+            let (n, m) = self
+                .ms
+                .iter()
+                .enumerate()
+                .skip(2)
+                .find_map(|(n, m)| m[b].map(|m| (n, m)))?;
+            Some(m / (prior(n, b) * self.scale[b]))
+        })
+    }
+
     /// Relative cost of a forward over `rows` rows at context `ctx` (1.0 at one row): the
     /// observed ratio where known, else the prior scaled by how far this context's
     /// observations depart from it.

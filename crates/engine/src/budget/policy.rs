@@ -1,6 +1,6 @@
 //! One request's draft-size decision: trimming the drafted tree to what pays.
 
-use specdec_drafters::TokenTree;
+use specdec_drafters::{Meta, Source, TokenTree};
 
 use super::acceptance::{
     keys, AcceptanceMemories, AcceptanceMemory, Rates, DEPTHS, EVIDENCE, EVIDENCE_PRIOR,
@@ -133,9 +133,11 @@ impl BudgetPolicy {
         let keys = keys(&tree);
         // Once per step, not once per node.
         let weak: [f64; SOURCES] = std::array::from_fn(|s| self.weak_evidence_factor(s));
+        let meta = tree.meta();
         for i in 1..tree.len() {
-            let parent = tree.parent(i).map_or(1.0, |p| reach[p]);
-            reach[i] = parent * self.rate(keys[i], &weak);
+            let p = tree.parent(i);
+            let parent = p.map_or(1.0, |p| reach[p]);
+            reach[i] = parent * model_rate(meta, i, p).unwrap_or_else(|| self.rate(keys[i], &weak));
         }
         // Drafted nodes best first; a parent's reach is never below its child's, and ties
         // keep DFS order, so every prefix of this order is a connected subtree.
@@ -206,6 +208,21 @@ impl BudgetPolicy {
             }
         }
     }
+}
+
+/// A draft model's node carries its own estimate: its score is the draft's calibrated
+/// probability of reaching it (see `ModelDrafter`), per node, which predicts acceptance
+/// better than a rate per depth. The conditional rate given its parent, if it has one.
+fn model_rate(meta: &[Meta], i: usize, parent: Option<usize>) -> Option<f64> {
+    let m = &meta[i];
+    if m.source != Source::Model || m.logprob.is_none() {
+        return None;
+    }
+    let above = match parent {
+        Some(p) if p > 0 && meta[p].source == Source::Model => f64::from(meta[p].score),
+        _ => 1.0,
+    };
+    Some((f64::from(m.score) / above.max(1e-6)).clamp(0.0, 1.0))
 }
 
 impl AsRef<Rates> for BudgetPolicy {

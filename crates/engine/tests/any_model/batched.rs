@@ -45,7 +45,7 @@ fn batched_generations_equal_each_alone() {
     let mut gens: Vec<_> = reqs
         .iter()
         .map(|(req, m)| {
-            let d = m.drafter(&pool).map(|d| d as Box<_>);
+            let d = m.drafter(&pool, None).map(|d| d as Box<_>);
             engine
                 .start_with(req.clone(), d, Box::new(|_| true))
                 .unwrap()

@@ -4,7 +4,7 @@
 use crate::common;
 
 use common::{chat, fixture};
-use specdec_engine::{DraftMethod, Engine, GenerateRequest, Pool};
+use specdec_engine::{DraftMethod, DraftModel, Engine, GenerateRequest, Pool};
 
 const DOC: &str = "The with statement simplifies exception handling by encapsulating common \
 preparation and cleanup tasks. It calls the context manager's __enter__ method on entry and \
@@ -29,15 +29,19 @@ pub(crate) fn cases() -> Vec<(String, Vec<String>)> {
     ]
 }
 
+/// With the tier's model as its own draft for the `model` method (and in `auto`).
 #[test]
 fn every_draft_method_equals_plain_greedy_and_sampled() {
-    every_method_equals_plain(fixture(), &cases(), 40);
+    every_method_equals_plain(fixture(), &cases(), 40, Some(common::self_draft()));
 }
 
+/// Every method against plain decoding; `draft` drafts for `model` and `auto` (without
+/// one, `model` is skipped).
 pub(crate) fn every_method_equals_plain(
     f: &common::Fixture,
     cases: &[(String, Vec<String>)],
     n: usize,
+    draft: Option<&DraftModel>,
 ) {
     let mut engine = Engine::new(&f.model, &f.tokenizer);
     let pool = Pool::default();
@@ -55,7 +59,13 @@ pub(crate) fn every_method_equals_plain(
                 .collect();
             let plain = engine.generate(&req, &mut |_| true).unwrap();
             for m in DraftMethod::ALL.into_iter().skip(1) {
-                let mut d = m.drafter(&pool);
+                if m == DraftMethod::Model && draft.is_none() {
+                    continue;
+                }
+                let model = draft
+                    .filter(|_| m.uses_model())
+                    .map(|d| d.drafter(f.model.config().vocab, true));
+                let mut d = m.drafter(&pool, model);
                 let out = engine
                     .generate_with(&req, d.as_deref_mut(), &mut |_| true)
                     .unwrap();

@@ -23,7 +23,7 @@ fn a_chats_next_turn_reuses_the_first_turns_cache_and_decodes_the_same() {
     msgs.push(ChatMessage::new("user", "And a red one?"));
     let second = GenerateRequest::new(render(&msgs), 24);
     for method in [DraftMethod::None, DraftMethod::Auto] {
-        let mut d = method.drafter(&specdec_engine::Pool::default());
+        let mut d = method.drafter(&specdec_engine::Pool::default(), None);
         let b = cached
             .generate_with(&second, d.as_deref_mut(), &mut |_| true)
             .unwrap();

@@ -65,6 +65,38 @@ pub fn qwen_fixture() -> Option<&'static Fixture> {
     .as_ref()
 }
 
+/// A model file loaded as a draft model (its own copy of the weights).
+fn draft_from(path: &std::path::Path) -> specdec_engine::DraftModel {
+    let file = GgufFile::open(path).unwrap();
+    let model = Model::from_gguf(&file, Executor::new(2)).unwrap();
+    specdec_engine::DraftModel::new(std::sync::Arc::new(model), 0.5)
+}
+
+/// The tier's model as a draft for itself: its greedy drafts are what greedy decoding
+/// emits, so every path of the loop (deep accepts, sampled rejections, the draft's cache
+/// rolled back and caught up) runs on a real runtime.
+pub fn self_draft() -> &'static specdec_engine::DraftModel {
+    static D: OnceLock<specdec_engine::DraftModel> = OnceLock::new();
+    D.get_or_init(|| draft_from(&crate::models::path()))
+}
+
+/// Qwen2.5-Coder-0.5B-Instruct, the 1.5B's draft, if it is cached.
+pub fn qwen_draft() -> Option<&'static specdec_engine::DraftModel> {
+    static D: OnceLock<Option<specdec_engine::DraftModel>> = OnceLock::new();
+    D.get_or_init(|| {
+        let known = &specdec_model_store::QWEN25_CODER_05B;
+        let Some(path) = specdec_model_store::cached(known) else {
+            eprintln!(
+                "skipping the {} draft: not cached (`specdec model fetch {}`)",
+                known.name, known.short_name
+            );
+            return None;
+        };
+        Some(draft_from(&path))
+    })
+    .as_ref()
+}
+
 /// The models a suite runs on: this tier's model, and in the real tier Gemma 3 when cached.
 pub fn fixtures() -> Vec<&'static Fixture> {
     std::iter::once(fixture())

@@ -10,7 +10,7 @@ use specdec_drafters::{Drafter, Meta, Source, TokenTree};
 use specdec_engine::budget::CostModel;
 use specdec_engine::scheduler::Progress;
 use specdec_engine::{
-    Acceptance, CacheScope, DraftMethod, Engine, FinishReason, Forced, GenerateOutput,
+    Acceptance, CacheScope, DraftMethod, DraftModel, Engine, FinishReason, Forced, GenerateOutput,
     GenerateRequest, Job, Outcome, PoolName, Relaxed, SamplingParams, Scheduler, Tenant,
 };
 use specdec_gguf::write::Builder;
@@ -19,10 +19,10 @@ use specdec_runtime::FakeTarget;
 use specdec_tokenizer::Tokenizer;
 
 /// `<unk>`, `<s>`, `</s>`, then the 256 byte tokens: every id decodes to bytes.
-const VOCAB: usize = 3 + 256;
-const EOS: u32 = 2;
+pub(crate) const VOCAB: usize = 3 + 256;
+pub(crate) const EOS: u32 = 2;
 
-fn tokenizer() -> &'static Tokenizer {
+pub(crate) fn tokenizer() -> &'static Tokenizer {
     static T: std::sync::OnceLock<Tokenizer> = std::sync::OnceLock::new();
     T.get_or_init(|| {
         let mut tokens = vec!["<unk>".to_string(), "<s>".into(), "</s>".into()];
@@ -53,8 +53,14 @@ fn tokenizer() -> &'static Tokenizer {
     })
 }
 
-fn target() -> FakeTarget {
+pub(crate) fn target() -> FakeTarget {
     FakeTarget::new(VOCAB, 512).with_eos(EOS, 60)
+}
+
+/// The `model` method's draft: the target's favourites with other noise, so it agrees on
+/// the likeliest token often and on the rest of the order rarely.
+pub(crate) fn draft() -> DraftModel {
+    DraftModel::new(std::sync::Arc::new(target().with_noise_salt(11)), 0.3)
 }
 
 /// Byte tokens only (ids 3..259), as a prompt of text would be.
@@ -62,7 +68,7 @@ fn byte_tokens(max: usize) -> impl Strategy<Value = Vec<u32>> {
     prop::collection::vec(3u32..VOCAB as u32, 1..max)
 }
 
-fn request(
+pub(crate) fn request(
     prompt: &[u32],
     refs: &[Vec<u32>],
     sampling: &SamplingParams,
@@ -103,7 +109,7 @@ proptest! {
         sampling in greedy_and_sampled(),
     ) {
         let t = target();
-        let mut engine = Engine::new(&t, tokenizer());
+        let mut engine = Engine::new(&t, tokenizer()).with_draft_model(draft());
         let mut req = request(&prompt, &refs, &sampling, 40);
         req.speculation.max_draft = budget;
         let plain = engine.generate(&req, &mut |_| true).unwrap();
@@ -123,7 +129,9 @@ fn drafts_are_accepted_and_save_forwards_on_the_fake_target() {
     let t = target();
     // The fake's forward costs grow with its rows (it has no weights to stream), so a cost
     // curve learned from its timings says no draft pays: size drafts by the runtime's shape.
-    let mut engine = Engine::new(&t, tokenizer()).with_cost_model(CostModel::frozen());
+    let mut engine = Engine::new(&t, tokenizer())
+        .with_draft_model(draft())
+        .with_cost_model(CostModel::frozen());
     let prompt: Vec<u32> = (0..30).map(|i| 3 + (i * 7 % 50) as u32).collect();
     let req = request(&prompt, &[], &SamplingParams::default(), 50);
     let plain = engine.generate(&req, &mut |_| true).unwrap();
@@ -150,7 +158,7 @@ fn drafts_are_accepted_and_save_forwards_on_the_fake_target() {
 #[test]
 fn the_stop_token_ends_generation_and_is_not_emitted() {
     let t = FakeTarget::new(VOCAB, 512).with_eos(EOS, 8);
-    let mut engine = Engine::new(&t, tokenizer());
+    let mut engine = Engine::new(&t, tokenizer()).with_draft_model(draft());
     let out = engine
         .generate(
             &request(&[10, 11, 12], &[], &SamplingParams::default(), 400),
@@ -192,7 +200,7 @@ fn done(o: Outcome) -> Box<GenerateOutput> {
 #[test]
 fn the_scheduler_batches_requests_with_different_methods_into_the_same_outputs() {
     let t = target();
-    let mut alone = Engine::new(&t, tokenizer());
+    let mut alone = Engine::new(&t, tokenizer()).with_draft_model(draft());
     let reqs: Vec<GenerateRequest> = (0..7)
         .map(|i| {
             let prompt: Vec<u32> = (0..20 + i)
@@ -203,14 +211,15 @@ fn the_scheduler_batches_requests_with_different_methods_into_the_same_outputs()
                 seed: i as u64,
                 ..SamplingParams::default()
             };
-            request(&prompt, &[], &s, 30 + i).speculate(DraftMethod::ALL[i % 6])
+            request(&prompt, &[], &s, 30 + i)
+                .speculate(DraftMethod::ALL[i % DraftMethod::ALL.len()])
         })
         .collect();
     let want: Vec<Vec<u32>> = reqs
         .iter()
         .map(|r| alone.generate(r, &mut |_| true).unwrap().token_ids)
         .collect();
-    let mut sched = Scheduler::new(Engine::new(&t, tokenizer()), 3);
+    let mut sched = Scheduler::new(Engine::new(&t, tokenizer()).with_draft_model(draft()), 3);
     let mut pending: Vec<(usize, GenerateRequest)> = reqs.into_iter().enumerate().collect();
     pending.reverse();
     let mut got = vec![Vec::new(); want.len()];
@@ -240,7 +249,7 @@ fn the_scheduler_batches_requests_with_different_methods_into_the_same_outputs()
 #[test]
 fn a_cancelled_or_expired_request_leaves_at_the_next_step() {
     let t = FakeTarget::new(VOCAB, 4096);
-    let mut sched = Scheduler::new(Engine::new(&t, tokenizer()), 4);
+    let mut sched = Scheduler::new(Engine::new(&t, tokenizer()).with_draft_model(draft()), 4);
     let long = request(&[5, 6, 7], &[], &SamplingParams::default(), 3000);
     let a = client(0);
     let gone = a.gone.clone();
@@ -293,9 +302,10 @@ fn a_step_that_fails_fails_only_its_request() {
     let t = target();
     let req = request(&[9, 8, 7, 6], &[], &SamplingParams::default(), 20);
     let want = Engine::new(&t, tokenizer())
+        .with_draft_model(draft())
         .generate(&req, &mut |_| true)
         .unwrap();
-    let mut engine = Engine::new(&t, tokenizer());
+    let mut engine = Engine::new(&t, tokenizer()).with_draft_model(draft());
     let bad = engine
         .start_with(
             req.clone(),
@@ -313,7 +323,7 @@ fn a_step_that_fails_fails_only_its_request() {
     };
     assert!(err.to_string().contains("outside the vocabulary"), "{err}");
     // Through the scheduler, the failure stays with the request that caused it.
-    let mut sched = Scheduler::new(Engine::new(&t, tokenizer()), 4);
+    let mut sched = Scheduler::new(Engine::new(&t, tokenizer()).with_draft_model(draft()), 4);
     let bad = Some(Box::new(OutOfVocab) as Box<dyn Drafter>);
     let sink = || Box::new(|_: &str| true);
     sched
@@ -340,7 +350,7 @@ fn steps_that_fail_for_every_request_are_counted_until_one_succeeds() {
     let t = target();
     // One prompt token: the first step already verifies a draft (no prefill).
     let req = request(&[9], &[], &SamplingParams::default(), 20);
-    let mut sched = Scheduler::new(Engine::new(&t, tokenizer()), 4);
+    let mut sched = Scheduler::new(Engine::new(&t, tokenizer()).with_draft_model(draft()), 4);
     let sink = || Box::new(|_: &str| true);
     for n in 1..=3 {
         let bad = Some(Box::new(OutOfVocab) as Box<dyn Drafter>);
@@ -359,7 +369,7 @@ fn steps_that_fail_for_every_request_are_counted_until_one_succeeds() {
 #[test]
 fn a_pool_learns_only_from_its_own_requests() {
     let t = target();
-    let mut engine = Engine::new(&t, tokenizer());
+    let mut engine = Engine::new(&t, tokenizer()).with_draft_model(draft());
     let a = PoolName::parse("group-a").unwrap();
     let b = PoolName::parse("group-b").unwrap();
     let mut req = request(
@@ -434,7 +444,9 @@ fn a_pool_learns_only_from_its_own_requests() {
 #[test]
 fn a_forced_generation_emits_exactly_the_forced_tokens_with_any_drafter() {
     let t = target();
-    let mut engine = Engine::new(&t, tokenizer()).with_cost_model(CostModel::frozen());
+    let mut engine = Engine::new(&t, tokenizer())
+        .with_draft_model(draft())
+        .with_cost_model(CostModel::frozen());
     let prompt: Vec<u32> = (0..20).map(|i| 3 + (i * 5 % 40) as u32).collect();
     let answer: Vec<u32> = (0..35).map(|i| 3 + (i * 11 % 200) as u32).collect();
     let forced = Forced::new([prompt.clone(), answer.clone()].concat());
@@ -477,7 +489,9 @@ fn a_forced_generation_emits_exactly_the_forced_tokens_with_any_drafter() {
 #[test]
 fn a_relaxed_request_must_be_greedy() {
     let t = target();
-    let mut engine = Engine::new(&t, tokenizer()).with_cost_model(CostModel::frozen());
+    let mut engine = Engine::new(&t, tokenizer())
+        .with_draft_model(draft())
+        .with_cost_model(CostModel::frozen());
     let prompt: Vec<u32> = (0..20).map(|i| 3 + (i * 7 % 50) as u32).collect();
     let sampled = SamplingParams {
         temperature: 0.8,
@@ -515,7 +529,8 @@ fn drafting_state_does_not_leak_between_tenants() {
         }
         r
     };
-    // Frozen costs: the timings of forwards are the machine's, not a tenant's.
+    // Frozen costs: the timings of forwards are the machine's, not a tenant's. No draft
+    // model: its drafter (one per request, sharing nothing) sizes drafts by its timings.
     let new_engine = || Engine::new(&t, tokenizer()).with_cost_model(CostModel::frozen());
     for relaxed in [false, true] {
         let mut engine = new_engine();
@@ -567,11 +582,11 @@ fn relaxed_output_does_not_depend_on_timing_or_on_earlier_requests() {
     let mut relaxed = request(&prompt, &[prompt.to_vec()], &SamplingParams::default(), 64)
         .speculate(DraftMethod::Reference);
     relaxed.speculation.acceptance = Acceptance::Relaxed(Relaxed::new(64, 0.0).unwrap());
-    let mut fresh = Engine::new(&t, tokenizer());
+    let mut fresh = Engine::new(&t, tokenizer()).with_draft_model(draft());
     let first = fresh.generate(&relaxed, &mut |_| true).unwrap();
     // Another engine whose cost model learned absurd timings and whose acceptance
     // memories learned from other requests.
-    let mut warm = Engine::new(&t, tokenizer());
+    let mut warm = Engine::new(&t, tokenizer()).with_draft_model(draft());
     for ms in [0.1, 500.0, 3.0] {
         let mut cost = CostModel::default();
         for rows in 1..64 {
@@ -597,7 +612,7 @@ fn relaxed_output_does_not_depend_on_timing_or_on_earlier_requests() {
 #[test]
 fn max_tokens_near_2_to_the_64_is_a_context_overflow_not_a_wrap() {
     let t = target();
-    let mut engine = Engine::new(&t, tokenizer());
+    let mut engine = Engine::new(&t, tokenizer()).with_draft_model(draft());
     for max in [usize::MAX, usize::MAX - 1, usize::MAX - 2] {
         let req = request(&[40, 41, 42], &[], &SamplingParams::default(), max);
         let e = engine.generate(&req, &mut |_| true).unwrap_err();

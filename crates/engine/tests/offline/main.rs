@@ -7,6 +7,7 @@ mod any_model;
 mod beam;
 #[path = "../common/mod.rs"]
 mod common;
+mod draft_model;
 mod fake;
 
 /// The models this tier runs the any-model tests on.

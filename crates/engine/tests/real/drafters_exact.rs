@@ -8,7 +8,8 @@ use common::{chat, fixture};
 use specdec_engine::{DraftMethod, Engine, GenerateRequest, Pool};
 
 /// The same on Qwen2.5-Coder-1.5B (Q4_K and Q6_K in their own formats), whose answers copy
-/// what they should: a document, code to rewrite, and an open question.
+/// what they should: a document, code to rewrite, and an open question; its 0.5B drafts
+/// for the `model` method and in `auto` (when cached).
 #[test]
 fn every_draft_method_equals_plain_on_qwen_1_5b() {
     let Some(f) = common::qwen_fixture() else {
@@ -16,7 +17,7 @@ fn every_draft_method_equals_plain_on_qwen_1_5b() {
     };
     let mut all = cases();
     let picked = vec![all.remove(0), all.remove(0), all.pop().unwrap()];
-    every_method_equals_plain(f, &picked, 24);
+    every_method_equals_plain(f, &picked, 24, common::qwen_draft());
 }
 
 #[test]
@@ -30,7 +31,7 @@ fn copying_prompts_are_decoded_in_fewer_forwards() {
         .map(|r| f.tokenizer.encode(r, false).unwrap())
         .collect();
     let plain = engine.generate(&req, &mut |_| true).unwrap();
-    let mut d = DraftMethod::Auto.drafter(&Pool::default());
+    let mut d = DraftMethod::Auto.drafter(&Pool::default(), None);
     let spec = engine
         .generate_with(&req, d.as_deref_mut(), &mut |_| true)
         .unwrap();

@@ -46,7 +46,7 @@ fn run_batched(
     let mut gens: Vec<_> = reqs
         .iter()
         .map(|r| {
-            let d = method.drafter(&pool);
+            let d = method.drafter(&pool, None);
             engine.start_with(r.clone(), d, Box::new(|_| true)).unwrap()
         })
         .collect();

@@ -217,7 +217,7 @@ fn feed(
 ) -> Result<(), EngineError> {
     let prompt = task.chat_prompt(engine, template)?;
     let pool = engine.pools_mut().pool(Some(&task.pool))?;
-    if let Some(mut d) = method.drafter(&pool) {
+    if let Some(mut d) = method.drafter(&pool, None) {
         d.begin(&prompt, &[]);
         d.end(output);
     }

@@ -276,7 +276,7 @@ pub fn execute(
                 None => None,
                 Some(r) => {
                     match r.pool_for(sched.engine_mut(), template, opts.spec.method, &task) {
-                        Ok(pool) => Some(opts.spec.method.drafter(&pool)),
+                        Ok(pool) => Some(opts.spec.method.drafter(&pool, None)),
                         Err(e) => {
                             fail(&mut summary, &mut replay, &task, &e);
                             continue;

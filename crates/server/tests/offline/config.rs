@@ -37,3 +37,16 @@ fn metrics_label_values_cannot_inject_lines() {
         "{text}"
     );
 }
+
+#[test]
+fn a_default_model_method_without_a_draft_model_is_refused_at_start_up() {
+    let r = Server::load(&ServerConfig {
+        default_method: specdec_engine::DraftMethod::Model,
+        ..config()
+    });
+    match r {
+        Err(ServerError::Config(m)) => assert!(m.contains("--draft-model"), "{m}"),
+        Err(e) => panic!("{e}"),
+        Ok(_) => panic!("started without a draft model"),
+    }
+}

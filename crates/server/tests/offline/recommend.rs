@@ -235,13 +235,35 @@ async fn a_server_without_a_catalogue_says_how_to_enable_recommendation() {
     );
 }
 
-#[test]
-fn a_draft_model_without_a_catalogue_is_refused_at_load() {
-    let r = Server::load(&ServerConfig {
+/// A draft model without a catalogue serves text: `speculation.method: "model"` drafts
+/// with it (here the target itself) and answers plain decoding's text.
+#[tokio::test]
+async fn a_draft_model_without_a_catalogue_drafts_text() {
+    let server = Server::load(&ServerConfig {
         draft_model: Some(common::config().model),
         ..common::config()
-    });
-    assert!(matches!(r, Err(specdec_server::ServerError::Config(_))));
+    })
+    .expect("a draft model alone loads");
+    std::mem::forget(server.engine);
+    let chat = |method: &str| {
+        common::chat_body(json!({"max_tokens": 16, "speculation": {"method": method}}))
+    };
+    let (status, plain) = send_json(
+        router(server.state.clone()),
+        post("/v1/chat/completions", &chat("none")),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{plain}");
+    let (status, drafted) = send_json(
+        router(server.state),
+        post("/v1/chat/completions", &chat("model")),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{drafted}");
+    assert_eq!(
+        drafted["choices"][0]["message"]["content"],
+        plain["choices"][0]["message"]["content"]
+    );
 }
 
 /// A server whose draft model is the target itself (the only other GGUF at hand with its

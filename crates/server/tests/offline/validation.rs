@@ -76,6 +76,12 @@ fn bad_requests() -> Vec<(String, StatusCode, &'static str)> {
             "unknown draft method",
         ),
         (
+            // This server was started without --draft-model.
+            chat_body(json!({"speculation": {"method": "model"}})),
+            StatusCode::BAD_REQUEST,
+            "--draft-model",
+        ),
+        (
             chat_body(json!({"speculation": {"max_draft_tokens": 1000}})),
             StatusCode::BAD_REQUEST,
             "max_draft_tokens",
