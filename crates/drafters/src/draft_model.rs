@@ -45,22 +45,37 @@ const TIME_EMA: f64 = 0.2;
 /// Weight of the newest step in the running mean of what drafting gains.
 const GAIN_EMA: f64 = 0.25;
 
-/// The target's one-row forward time as the engine measures it, read by the drafters of
-/// its draft model: a draft forward pays when the target forwards it saves cost more.
+/// The target's forward costs as the engine measures them, read by the drafters of its
+/// draft model: a draft forward pays when the target forwards it saves cost more.
 #[derive(Debug, Default)]
-pub struct TargetClock(AtomicU64);
+pub struct TargetClock {
+    /// Seconds of a one-row forward (f64 bits; 0: not measured yet).
+    one_row: AtomicU64,
+    /// What one more row adds to a forward, relative to a one-row forward (f64 bits).
+    row_cost: AtomicU64,
+}
 
 impl TargetClock {
-    /// Records the target's one-row forward time in seconds.
-    pub fn set(&self, seconds: f64) {
+    /// Records the target's one-row forward time in seconds, and what one more row adds
+    /// relative to it.
+    pub fn set(&self, seconds: f64, row_cost: f64) {
         if seconds.is_finite() && seconds > 0.0 {
-            self.0.store(seconds.to_bits(), Ordering::Relaxed);
+            self.one_row.store(seconds.to_bits(), Ordering::Relaxed);
+        }
+        if row_cost.is_finite() && row_cost > 0.0 {
+            self.row_cost.store(row_cost.to_bits(), Ordering::Relaxed);
         }
     }
 
-    /// The last recorded time, if any.
-    pub fn get(&self) -> Option<f64> {
-        let bits = self.0.load(Ordering::Relaxed);
+    /// The last recorded one-row time, if any.
+    pub fn one_row(&self) -> Option<f64> {
+        let bits = self.one_row.load(Ordering::Relaxed);
+        (bits != 0).then(|| f64::from_bits(bits))
+    }
+
+    /// The last recorded cost of one more row, if any.
+    pub fn row_cost(&self) -> Option<f64> {
+        let bits = self.row_cost.load(Ordering::Relaxed);
         (bits != 0).then(|| f64::from_bits(bits))
     }
 }
@@ -80,7 +95,7 @@ pub struct ModelDrafterConfig {
     /// Where the engine publishes the target's measured one-row forward time.
     pub target_clock: Option<Arc<TargetClock>>,
     /// What one more drafted row adds to the target's forward, relative to a one-row
-    /// forward (the verify cost a drafted token must also earn).
+    /// forward (the verify cost a drafted token must also earn), until measured.
     pub row_cost: f64,
     /// Token ids at and above this are never drafted (the target's vocabulary size).
     pub vocab_limit: usize,
@@ -162,10 +177,19 @@ impl ModelDrafter {
     /// A draft forward's cost in one-row target forwards (measured once both times are
     /// known).
     fn relative_cost(&self) -> f64 {
-        let target = self.config.target_clock.as_ref().and_then(|c| c.get());
+        let target = self.config.target_clock.as_ref().and_then(|c| c.one_row());
         match (self.draft_time, target) {
             (Some(d), Some(t)) if self.config.measure => (d / t).clamp(0.01, 10.0),
             _ => self.config.cost_ratio,
+        }
+    }
+
+    /// What one more verified row costs, in one-row target forwards.
+    fn row_cost(&self) -> f64 {
+        let measured = self.config.target_clock.as_ref().and_then(|c| c.row_cost());
+        match measured {
+            Some(r) if self.config.measure => r.clamp(0.0, 2.0),
+            _ => self.config.row_cost,
         }
     }
 
@@ -279,6 +303,7 @@ impl ModelDrafter {
         let mut logits = self.catch_up(context)?;
         let calibration = self.calibration();
         let cost = self.relative_cost();
+        let row_cost = self.row_cost();
         let max_depth = self.config.max_depth.min(budget);
         // Chain nodes: (token, q, estimated reach); per depth, the alternatives.
         let mut chain: Vec<(u32, f32, f32)> = Vec::new();
@@ -302,7 +327,7 @@ impl ModelDrafter {
             // One more depth costs a draft forward and a verified row; it pays if the
             // next token, reached about as often as this one's confidence suggests
             // (`reach * q`), saves more than that.
-            if chain.len() == max_depth || reach * f64::from(q) < cost + self.config.row_cost {
+            if chain.len() == max_depth || reach * f64::from(q) < cost + row_cost {
                 break;
             }
             logits = self.extend(token)?;
@@ -342,18 +367,28 @@ impl ModelDrafter {
         let mut accepted = 0usize;
         let (a, p) = &mut self.calibration;
         for (i, &(token, q)) in chain.iter().enumerate() {
-            // Offered only if every chain token before it was accepted.
-            let hit = committed.get(i) == Some(&token) && i + 1 < committed.len();
+            // The draft was right at a position where the target emitted its token,
+            // whether verified there or not (the engine may have trimmed it, and then the
+            // target's own token at the end of the accepted path is the evidence); past
+            // what the target emitted there is none. Counting trimmed tokens as misses
+            // would shorten the chains the engine trims, step after step.
+            let Some(&emitted) = committed.get(i) else {
+                break;
+            };
+            let hit = emitted == token;
             *a = CALIBRATION_DECAY * *a + f64::from(u8::from(hit));
             *p = CALIBRATION_DECAY * *p + f64::from(q);
             if !hit {
                 break;
             }
-            accepted += 1;
+            // The last emitted token is the target's own, not an accepted draft.
+            if i + 1 < committed.len() {
+                accepted += 1;
+            }
         }
         // What the step gained, in target forwards: each accepted token saved one, each
         // chain token cost a draft forward and a verified row.
-        let per_token = self.relative_cost() + self.config.row_cost;
+        let per_token = self.relative_cost() + self.row_cost();
         let gain = accepted as f64 - chain.len() as f64 * per_token;
         if std::mem::take(&mut self.probing) {
             if gain > 0.0 {
@@ -432,6 +467,10 @@ impl Drafter for ModelDrafter {
 
     fn end(&mut self, _output: &[u32]) {
         self.last = LastDraft::default();
+    }
+
+    fn is_costly(&self) -> bool {
+        true
     }
 }
 

@@ -105,6 +105,12 @@ pub trait Drafter: Send {
 
     /// The request ended with this output (the drafter may learn from it).
     fn end(&mut self, output: &[u32]);
+
+    /// Whether drafting runs a model (a mix drafts such a part only where its cheap parts
+    /// found no sure path).
+    fn is_costly(&self) -> bool {
+        false
+    }
 }
 
 /// A borrowed drafter is a drafter, so callers can lend theirs to an owning API.
@@ -123,5 +129,8 @@ impl<D: Drafter + ?Sized> Drafter for &mut D {
     }
     fn end(&mut self, output: &[u32]) {
         (**self).end(output)
+    }
+    fn is_costly(&self) -> bool {
+        (**self).is_costly()
     }
 }

@@ -20,6 +20,10 @@ use crate::suffix_decoding::drafter::{HistoryDrafter, HistoryDrafterConfig};
 use crate::suffix_decoding::index::HistoryIndex;
 use crate::Drafter;
 
+/// A costly part is skipped when a cheap part's first-choice path already expects this
+/// many accepted tokens (its scores summed).
+const SURE_ENOUGH: f32 = 4.0;
+
 struct Part {
     drafter: Box<dyn Drafter>,
     weight: f32,
@@ -148,16 +152,32 @@ impl Drafter for MixDrafter {
         let total: f32 = self.parts.iter().map(|p| p.weight).sum();
         let count = self.parts.len();
         let mut shares = Vec::with_capacity(count);
-        for p in &mut self.parts {
+        self.paths.resize(count, Vec::new());
+        // Cheap parts first; a costly part (a draft model) drafts only where they found
+        // no sure path, since its forwards would then mostly repeat what they propose.
+        let mut sure = 0f32;
+        let order: Vec<usize> = (0..count)
+            .filter(|&i| !self.parts[i].drafter.is_costly())
+            .chain((0..count).filter(|&i| self.parts[i].drafter.is_costly()))
+            .collect();
+        for i in order {
+            let p = &mut self.parts[i];
+            if p.drafter.is_costly() && sure >= SURE_ENOUGH {
+                continue;
+            }
             // Each part may propose up to the whole budget: merging and trimming by score
             // decides what survives beyond the guaranteed shares.
             let tree = p.drafter.draft(context, budget);
             let map = self.builder.add_tree(&tree, p.weight);
-            let path: Vec<usize> = first_choice(&tree)
+            let first = first_choice(&tree);
+            let expected: f32 = first.iter().map(|&n| tree.meta()[n].score).sum();
+            sure = sure.max(expected * p.weight);
+            self.paths[i] = first
                 .into_iter()
-                .map_while(|i| map.get(i).copied().flatten())
+                .map_while(|n| map.get(n).copied().flatten())
                 .collect();
-            self.paths.push(path);
+        }
+        for p in &self.parts {
             let share = if total > 0.0 {
                 (budget as f32 * p.weight / total).floor() as usize
             } else {

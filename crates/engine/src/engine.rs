@@ -319,9 +319,11 @@ impl<'m> Engine<'m> {
         if timed {
             let ms = t0.elapsed().as_secs_f64() * 1e3;
             self.cost.observe(load.rows, load.mean_ctx(), ms);
-            if let (Some(d), Some(one)) = (&self.draft_model, self.cost.one_row_ms(load.mean_ctx()))
-            {
-                d.clock().set(one / 1e3);
+            let ctx = load.mean_ctx();
+            if let (Some(d), Some(one)) = (&self.draft_model, self.cost.one_row_ms(ctx)) {
+                // A typical draft's rows: what each adds, relative to one row.
+                let row = (self.cost.relative(9, ctx) - 1.0) / 8.0;
+                d.clock().set(one / 1e3, row);
             }
         }
         let members = batch

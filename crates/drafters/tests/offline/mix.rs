@@ -113,3 +113,50 @@ fn auto_mixes_reference_suffix_trie_and_history() {
     check_tree(&tree, &[1, 2, 100, 101], 12);
     assert_eq!(first_choice(&tree)[..4], [102, 103, 104, 105]);
 }
+
+/// A costly part (a draft model) that counts how often it is asked.
+struct Costly(Arc<Mutex<usize>>);
+
+impl Drafter for Costly {
+    fn name(&self) -> &'static str {
+        "costly"
+    }
+    fn begin(&mut self, _: &[u32], _: &[Vec<u32>]) {}
+    fn observe(&mut self, _: &[u32]) {}
+    fn draft(&mut self, context: &[u32], _: usize) -> TokenTree {
+        *self.0.lock().unwrap() += 1;
+        let mut t = TokenTree::rooted(*context.last().unwrap());
+        t.push(7, Some(0), Meta::drafted(Source::Model, 0.5));
+        t
+    }
+    fn end(&mut self, _: &[u32]) {}
+    fn is_costly(&self) -> bool {
+        true
+    }
+}
+
+/// A chain of `n` tokens scored `score` each.
+fn chain(n: u32, score: f32) -> TokenTree {
+    let mut t = TokenTree::rooted(0);
+    for i in 0..n {
+        t.push(20 + i, Some(i), Meta::drafted(Source::Reference, score));
+    }
+    t
+}
+
+#[test]
+fn a_costly_part_drafts_only_where_the_cheap_parts_are_unsure() {
+    for (cheap, asked) in [(chain(8, 0.9), 0), (chain(2, 0.5), 1)] {
+        let calls = Arc::new(Mutex::new(0));
+        // The costly part comes first: the mix still asks the cheap part first.
+        let mut mix = MixDrafter::new(vec![
+            (Box::new(Costly(calls.clone())), 1.0),
+            (Box::new(Fixed(cheap)), 1.0),
+        ]);
+        mix.begin(&[1, 2, 3], &[]);
+        let tree = mix.draft(&[1, 2, 3], 16);
+        check_tree(&tree, &[1, 2, 3], 16);
+        assert_eq!(*calls.lock().unwrap(), asked);
+        assert_eq!(tree.child_with(Some(0), 7).is_some(), asked == 1);
+    }
+}
