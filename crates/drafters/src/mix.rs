@@ -20,9 +20,9 @@ use crate::suffix_decoding::drafter::{HistoryDrafter, HistoryDrafterConfig};
 use crate::suffix_decoding::index::HistoryIndex;
 use crate::Drafter;
 
-/// A costly part is skipped when a cheap part's first-choice path already expects this
-/// many accepted tokens (its scores summed).
-const SURE_ENOUGH: f32 = 4.0;
+/// A costly part is skipped while a cheap part's first choice keeps being accepted this
+/// many tokens deep: the text is copying, and a draft model would propose the same.
+const COPY_RUN: usize = 4;
 
 struct Part {
     drafter: Box<dyn Drafter>,
@@ -36,6 +36,10 @@ pub struct MixDrafter {
     builder: TreeBuilder,
     /// Builder ids of each part's first-choice path.
     paths: Vec<Vec<usize>>,
+    /// The tokens of the cheap parts' first-choice paths of the last step.
+    cheap_firsts: Vec<Vec<u32>>,
+    /// Whether the last step accepted a cheap part's first choice `COPY_RUN` deep.
+    copying: bool,
 }
 
 /// The first-choice path of a rooted tree: the root's best child, then the best child at
@@ -80,6 +84,8 @@ impl MixDrafter {
                 .collect(),
             builder: TreeBuilder::new(),
             paths: Vec::new(),
+            cheap_firsts: Vec::new(),
+            copying: false,
         }
     }
 
@@ -141,6 +147,15 @@ impl Drafter for MixDrafter {
         for p in &mut self.parts {
             p.drafter.observe(committed);
         }
+        self.copying = self.cheap_firsts.iter().any(|path| {
+            let run = path
+                .iter()
+                .zip(committed)
+                .take_while(|(a, b)| a == b)
+                .count();
+            run >= COPY_RUN
+        });
+        self.cheap_firsts.clear();
     }
 
     fn draft(&mut self, context: &[u32], budget: usize) -> TokenTree {
@@ -153,16 +168,17 @@ impl Drafter for MixDrafter {
         let count = self.parts.len();
         let mut shares = Vec::with_capacity(count);
         self.paths.resize(count, Vec::new());
-        // Cheap parts first; a costly part (a draft model) drafts only where they found
-        // no sure path, since its forwards would then mostly repeat what they propose.
-        let mut sure = 0f32;
+        // Cheap parts first; a costly part (a draft model) drafts only while they are not
+        // being copied from, since its forwards would then mostly repeat their drafts.
+        self.cheap_firsts.clear();
         let order: Vec<usize> = (0..count)
             .filter(|&i| !self.parts[i].drafter.is_costly())
             .chain((0..count).filter(|&i| self.parts[i].drafter.is_costly()))
             .collect();
         for i in order {
             let p = &mut self.parts[i];
-            if p.drafter.is_costly() && sure >= SURE_ENOUGH {
+            let costly = p.drafter.is_costly();
+            if costly && self.copying {
                 continue;
             }
             // Each part may propose up to the whole budget: merging and trimming by score
@@ -170,8 +186,10 @@ impl Drafter for MixDrafter {
             let tree = p.drafter.draft(context, budget);
             let map = self.builder.add_tree(&tree, p.weight);
             let first = first_choice(&tree);
-            let expected: f32 = first.iter().map(|&n| tree.meta()[n].score).sum();
-            sure = sure.max(expected * p.weight);
+            if !costly {
+                self.cheap_firsts
+                    .push(first.iter().map(|&n| tree.token(n)).collect());
+            }
             self.paths[i] = first
                 .into_iter()
                 .map_while(|n| map.get(n).copied().flatten())

@@ -145,18 +145,29 @@ fn chain(n: u32, score: f32) -> TokenTree {
 }
 
 #[test]
-fn a_costly_part_drafts_only_where_the_cheap_parts_are_unsure() {
-    for (cheap, asked) in [(chain(8, 0.9), 0), (chain(2, 0.5), 1)] {
-        let calls = Arc::new(Mutex::new(0));
-        // The costly part comes first: the mix still asks the cheap part first.
-        let mut mix = MixDrafter::new(vec![
-            (Box::new(Costly(calls.clone())), 1.0),
-            (Box::new(Fixed(cheap)), 1.0),
-        ]);
-        mix.begin(&[1, 2, 3], &[]);
-        let tree = mix.draft(&[1, 2, 3], 16);
-        check_tree(&tree, &[1, 2, 3], 16);
-        assert_eq!(*calls.lock().unwrap(), asked);
-        assert_eq!(tree.child_with(Some(0), 7).is_some(), asked == 1);
-    }
+fn a_costly_part_rests_while_a_cheap_parts_first_choice_is_being_copied() {
+    let calls = Arc::new(Mutex::new(0));
+    // The costly part comes first: the mix still asks the cheap part first.
+    let mut mix = MixDrafter::new(vec![
+        (Box::new(Costly(calls.clone())), 1.0),
+        (Box::new(Fixed(chain(8, 0.9))), 1.0),
+    ]);
+    let context = [1, 2, 3];
+    mix.begin(&context, &[]);
+    let tree = mix.draft(&context, 16);
+    check_tree(&tree, &context, 16);
+    assert_eq!(*calls.lock().unwrap(), 1, "nothing was copied yet");
+    assert!(tree.child_with(Some(0), 7).is_some());
+    // The target took five tokens of the cheap part's chain: the text is copying.
+    mix.observe(&[20, 21, 22, 23, 24, 99]);
+    mix.draft(&context, 16);
+    assert_eq!(
+        *calls.lock().unwrap(),
+        1,
+        "the costly part rests while copying"
+    );
+    // Two tokens only: copying stopped, the costly part drafts again.
+    mix.observe(&[20, 21, 99]);
+    mix.draft(&context, 16);
+    assert_eq!(*calls.lock().unwrap(), 2);
 }
