@@ -99,6 +99,10 @@ pub struct ModelDrafterConfig {
     pub row_cost: f64,
     /// Token ids at and above this are never drafted (the target's vocabulary size).
     pub vocab_limit: usize,
+    /// A request's first steps that are not drafted: an answer of one token cannot gain
+    /// from drafting, and the next step's catch-up reads the skipped tokens in the same
+    /// forward.
+    pub undrafted_steps: usize,
     /// Whether to size drafts by measured times. Without, `cost_ratio` alone is used and
     /// the trees depend only on the text (what a relaxed request needs to be
     /// reproducible).
@@ -108,13 +112,14 @@ pub struct ModelDrafterConfig {
 impl Default for ModelDrafterConfig {
     fn default() -> Self {
         ModelDrafterConfig {
-            max_depth: 8,
+            max_depth: 16,
             max_siblings: 2,
             min_sibling: 0.05,
             cost_ratio: 0.5,
             target_clock: None,
             row_cost: 0.1,
             vocab_limit: usize::MAX,
+            undrafted_steps: 1,
             measure: true,
         }
     }
@@ -424,7 +429,10 @@ impl Drafter for ModelDrafter {
 
     fn begin(&mut self, prompt: &[u32], _references: &[Vec<u32>]) {
         self.last = LastDraft::default();
-        self.idle = 0;
+        // The first steps are not drafted (see `ModelDrafterConfig::undrafted_steps`);
+        // idle steps end with a probe.
+        let skip = self.config.undrafted_steps;
+        self.idle = if skip > 0 { skip + 1 } else { 0 };
         self.probing = false;
         // The draft reads the prompt now, while the target's prefill is being counted,
         // all but the last token (the first draft forwards it for its logits). A cache

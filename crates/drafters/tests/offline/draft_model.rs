@@ -22,6 +22,7 @@ fn chain_only(depth: usize) -> ModelDrafterConfig {
         cost_ratio: 0.0,
         row_cost: 0.0,
         measure: false,
+        undrafted_steps: 0,
         ..ModelDrafterConfig::default()
     }
 }
@@ -132,6 +133,21 @@ fn the_cache_follows_the_context_through_accepts_rejects_and_gaps() {
         context.extend(&emitted);
         d.observe(&emitted);
     }
+}
+
+#[test]
+fn the_first_steps_of_a_request_are_not_drafted() {
+    let config = ModelDrafterConfig {
+        undrafted_steps: 1,
+        ..chain_only(4)
+    };
+    let mut d = ModelDrafter::new(draft_model(), config);
+    let mut context: Vec<u32> = (0..20).map(|i| (i * 3 % 60) as u32).collect();
+    d.begin(&context, &[]);
+    assert_eq!(d.draft(&context, 8).drafted(), 0);
+    context.push(9);
+    d.observe(&[9]);
+    assert_eq!(d.draft(&context, 8).drafted(), 4);
 }
 
 #[test]

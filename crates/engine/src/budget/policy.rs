@@ -1,6 +1,6 @@
 //! One request's draft-size decision: trimming the drafted tree to what pays.
 
-use specdec_drafters::{Meta, Source, TokenTree};
+use specdec_drafters::{Meta, TokenTree};
 
 use super::acceptance::{
     keys, AcceptanceMemories, AcceptanceMemory, Rates, DEPTHS, EVIDENCE, EVIDENCE_PRIOR,
@@ -212,14 +212,14 @@ impl BudgetPolicy {
 
 /// A draft model's node carries its own estimate: its score is the draft's calibrated
 /// probability of reaching it (see `ModelDrafter`), per node, which predicts acceptance
-/// better than a rate per depth. The conditional rate given its parent, if it has one.
+/// better than a rate per depth. The conditional rate given its parent, if the draft model
+/// proposed it (in a mix, a node other sources proposed too keeps the draft's
+/// log-probability, and its score is at least the draft's).
 fn model_rate(meta: &[Meta], i: usize, parent: Option<usize>) -> Option<f64> {
     let m = &meta[i];
-    if m.source != Source::Model || m.logprob.is_none() {
-        return None;
-    }
+    m.logprob?;
     let above = match parent {
-        Some(p) if p > 0 && meta[p].source == Source::Model => f64::from(meta[p].score),
+        Some(p) if p > 0 && meta[p].logprob.is_some() => f64::from(meta[p].score),
         _ => 1.0,
     };
     Some((f64::from(m.score) / above.max(1e-6)).clamp(0.0, 1.0))
