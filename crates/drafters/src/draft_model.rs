@@ -99,6 +99,8 @@ pub struct ModelDrafterConfig {
     pub row_cost: f64,
     /// Token ids at and above this are never drafted (the target's vocabulary size).
     pub vocab_limit: usize,
+    /// Tokens that end generation (the target's stop tokens): a chain ends at one.
+    pub stop_tokens: Vec<u32>,
     /// A request's first steps that are not drafted: an answer of one token cannot gain
     /// from drafting, and the next step's catch-up reads the skipped tokens in the same
     /// forward.
@@ -119,6 +121,7 @@ impl Default for ModelDrafterConfig {
             target_clock: None,
             row_cost: 0.1,
             vocab_limit: usize::MAX,
+            stop_tokens: Vec::new(),
             undrafted_steps: 1,
             measure: true,
         }
@@ -333,6 +336,10 @@ impl ModelDrafter {
             // next token, reached about as often as this one's confidence suggests
             // (`reach * q`), saves more than that.
             if chain.len() == max_depth || reach * f64::from(q) < cost + row_cost {
+                break;
+            }
+            // Nothing follows a stop token: generation ends there.
+            if self.config.stop_tokens.contains(&token) {
                 break;
             }
             logits = self.extend(token)?;

@@ -76,16 +76,17 @@ impl DraftModel {
         &self.model
     }
 
-    /// A drafter for one request to a target of `vocab` tokens. `measure`: size drafts by
-    /// measured times (else by the prior cost alone, so the drafts depend only on the text,
-    /// as a relaxed request needs).
-    pub fn drafter(&self, vocab: usize, measure: bool) -> ModelDrafter {
+    /// A drafter for one request to a target of `vocab` tokens whose generation ends at
+    /// `stop_tokens`. `measure`: size drafts by measured times (else by the prior cost
+    /// alone, so the drafts depend only on the text, as a relaxed request needs).
+    pub fn drafter(&self, vocab: usize, stop_tokens: &[u32], measure: bool) -> ModelDrafter {
         ModelDrafter::new(
             self.model.clone(),
             ModelDrafterConfig {
                 cost_ratio: self.cost_ratio,
                 target_clock: Some(self.clock.clone()),
                 vocab_limit: vocab,
+                stop_tokens: stop_tokens.to_vec(),
                 measure,
                 ..ModelDrafterConfig::default()
             },

@@ -383,9 +383,11 @@ impl<'m> Engine<'m> {
         let spec = &req.speculation;
         let model = match &self.draft_model {
             // A relaxed request's drafts must depend on its text alone, not on timings.
-            Some(d) if spec.method.uses_model() => {
-                Some(d.drafter(self.target.config().vocab, !spec.acceptance.is_relaxed()))
-            }
+            Some(d) if spec.method.uses_model() => Some(d.drafter(
+                self.target.config().vocab,
+                self.tokenizer.stop_ids(),
+                !spec.acceptance.is_relaxed(),
+            )),
             _ => None,
         };
         if !spec.method.uses_pool() {

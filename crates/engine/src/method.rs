@@ -115,7 +115,7 @@ mod tests {
         );
         for m in DraftMethod::ALL {
             let name = m
-                .drafter(&pool, Some(draft.drafter(16, true)))
+                .drafter(&pool, Some(draft.drafter(16, &[], true)))
                 .map_or("none", |d| d.name());
             assert_eq!(name, m.name());
             assert_eq!(DraftMethod::parse(m.name()), Ok(m));

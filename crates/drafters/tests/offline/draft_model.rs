@@ -158,3 +158,21 @@ fn an_empty_context_or_budget_gives_an_undrafted_tree() {
     let tree = d.draft(&[5, 6], 0);
     assert_eq!(tree.len(), 1);
 }
+
+#[test]
+fn a_chain_ends_at_a_stop_token() {
+    let fake = FakeTarget::new(VOCAB, 4096).with_noise_salt(3);
+    let prompt: Vec<u32> = (0..30).map(|i| (i * 7 % 60) as u32).collect();
+    let continuation = greedy(&fake, &prompt, 6);
+    let stop = continuation[2];
+    let config = ModelDrafterConfig {
+        stop_tokens: vec![stop],
+        ..chain_only(6)
+    };
+    let mut d = ModelDrafter::new(Arc::new(fake), config);
+    d.begin(&prompt, &[]);
+    let tree = d.draft(&prompt, 16);
+    let chain: Vec<u32> = (1..tree.len()).map(|i| tree.token(i)).collect();
+    let end = continuation.iter().position(|&t| t == stop).unwrap();
+    assert_eq!(chain, continuation[..=end]);
+}

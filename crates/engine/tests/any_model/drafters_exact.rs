@@ -64,7 +64,7 @@ pub(crate) fn every_method_equals_plain(
                 }
                 let model = draft
                     .filter(|_| m.uses_model())
-                    .map(|d| d.drafter(f.model.config().vocab, true));
+                    .map(|d| d.drafter(f.model.config().vocab, f.tokenizer.stop_ids(), true));
                 let mut d = m.drafter(&pool, model);
                 let out = engine
                     .generate_with(&req, d.as_deref_mut(), &mut |_| true)
