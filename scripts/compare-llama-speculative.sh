@@ -2,7 +2,9 @@
 # Draft-model speculation side by side: specdec (`--draft none` and `--draft model`) and a
 # llama.cpp build you provide (`llama-completion`, and `llama-speculative` with the same
 # draft), on the same two GGUF files, the first N chat records of a workload, 2 threads,
-# greedy. Per record the four runs alternate, so all see the same machine conditions.
+# greedy, at most 8 drafted tokens per step on llama.cpp's side (`--spec-draft-n-max 8`, the
+# name in llama.cpp 0c1e570). Per record the four runs alternate, so all see the same
+# machine conditions.
 # Decode speed only on every side (prompt processing excluded). Prints per-record speeds,
 # each engine's speedup over its own plain decoding, and the medians.
 #
@@ -43,9 +45,9 @@ PY
   l_plain=$("$bin_dir/llama-completion" -m "$target" -f "$out.prompt" -n $n -t 2 -tb 2 -c 4096 \
       --temp 0 --top-k 1 -no-cnv --simple-io --no-display-prompt </dev/null 2>&1 >/dev/null | llama_speed)
   l_spec_log=$("$bin_dir/llama-speculative" -m "$target" -md "$draft" -f "$out.prompt" -n $n \
-      -t 2 -tb 2 -td 2 -c 4096 --temp 0 --top-k 1 --draft-max 8 </dev/null 2>&1 || true)
+      -t 2 -tb 2 -td 2 -c 4096 --temp 0 --top-k 1 --spec-draft-n-max 8 </dev/null 2>&1 || true)
   l_spec=$(echo "$l_spec_log" | grep -E 'decoded .* speed:' | tail -1 | sed -E 's/.*speed: *([0-9.]+) t\/s.*/\1/')
-  l_accept=$(echo "$l_spec_log" | grep -E '^accept' | tail -1 | sed -E 's/.*= *([0-9.]+)%.*/\1/')
+  l_accept=$(echo "$l_spec_log" | grep -E ' accept +=' | tail -1 | sed -E 's/.*= *([0-9.]+)%.*/\1/')
   echo "$id $s_plain $s_model $l_plain $l_spec ${l_accept:-?}"
 done | tee /dev/stderr | python3 -c '
 import statistics, sys
