@@ -370,7 +370,7 @@ mod tests {
         };
         for format in WeightFormat::ALL {
             let (n, k) = (75, 2 * format.block_values());
-            let mut bytes: Vec<u8> = (0..n * k / 32 * format.block_bytes())
+            let mut bytes: Vec<u8> = (0..n * (k / format.block_values()) * format.block_bytes())
                 .map(|_| next() as u8)
                 .collect();
             // Finite, modest f16 scales (and mins), wherever the format keeps them.
