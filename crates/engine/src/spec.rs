@@ -43,18 +43,31 @@ impl Default for SpeculationSpec {
 
 /// Why a [`RawSpec`] is not a [`SpeculationSpec`]. The message names the raw form's fields;
 /// an edge may prefix where they sit (`speculation: `, a flag's name).
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum SpecError {
     /// No draft method has this name (the name, cut to [`MAX_ECHO_CHARS`]).
+    #[error("unknown draft method `{0}` (known: {known})", known = known_methods())]
     UnknownMethod(String),
     /// No rule has this name (the name, cut to [`MAX_ECHO_CHARS`]).
+    #[error("`verify` must be `{strict}` or `{relaxed}`, got `{0}`", strict = Acceptance::NAMES[0], relaxed = Acceptance::NAMES[1])]
     UnknownRule(String),
     /// `top_k` or `tau` with the strict rule, which has no parameters.
+    #[error(
+        "`top_k` and `tau` apply only with `verify: \"relaxed\"`: they tune relaxed verification only"
+    )]
     StrictWithParameters,
     /// Relaxed parameters out of range (the message says which and why).
+    #[error("{0}")]
     Relaxed(String),
     /// A rule that cannot verify the request's sampling (relaxed is greedy only).
+    #[error("{0}")]
     Sampling(String),
+}
+
+/// The draft methods' names, as an unknown one's error lists them.
+fn known_methods() -> String {
+    let known: Vec<&str> = DraftMethod::ALL.iter().map(|m| m.name()).collect();
+    known.join(", ")
 }
 
 /// Most characters of an unknown name a [`SpecError`] repeats.
@@ -67,34 +80,6 @@ fn echo(input: &str) -> String {
         Some((at, _)) => format!("{}... ({} bytes in all)", &input[..at], input.len()),
     }
 }
-
-impl std::fmt::Display for SpecError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            SpecError::UnknownMethod(name) => {
-                let known: Vec<&str> = DraftMethod::ALL.iter().map(|m| m.name()).collect();
-                write!(
-                    f,
-                    "unknown draft method `{name}` (known: {})",
-                    known.join(", ")
-                )
-            }
-            SpecError::UnknownRule(name) => write!(
-                f,
-                "`verify` must be `{}` or `{}`, got `{name}`",
-                Acceptance::NAMES[0],
-                Acceptance::NAMES[1]
-            ),
-            SpecError::StrictWithParameters => f.write_str(
-                "`top_k` and `tau` apply only with `verify: \"relaxed\"`: they tune relaxed \
-                 verification only",
-            ),
-            SpecError::Relaxed(m) | SpecError::Sampling(m) => f.write_str(m),
-        }
-    }
-}
-
-impl std::error::Error for SpecError {}
 
 impl DraftMethod {
     /// The method named `name` (see [`DraftMethod::name`]).
