@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use specdec_runtime::{Node, SeqInput, Sequence, Target, Want};
+use specdec_runtime::{Logits, Node, RuntimeError, SeqInput, Sequence, Target, Want};
 use specdec_tree::{Meta, Source, TokenTree};
 
 use crate::build::undrafted;
@@ -128,13 +128,6 @@ impl Default for ModelDrafterConfig {
     }
 }
 
-/// What the last step drafted along its chain, to learn from what the target accepted.
-#[derive(Default)]
-struct LastDraft {
-    /// The chain's tokens with the draft's conditional probability of each.
-    chain: Vec<(u32, f32)>,
-}
-
 /// A draft model as a drafter. See the module documentation.
 pub struct ModelDrafter {
     model: Arc<dyn Target>,
@@ -144,7 +137,9 @@ pub struct ModelDrafter {
     calibration: (f64, f64),
     /// Running mean of one draft forward, in seconds.
     draft_time: Option<f64>,
-    last: LastDraft,
+    /// The last step's chain: each token with the draft's conditional probability of it,
+    /// to learn from what the target emitted.
+    last_chain: Vec<(u32, f32)>,
     /// Steps to wait before drafting again, and the wait after the next failed probe.
     idle: usize,
     probe_every: usize,
@@ -152,8 +147,6 @@ pub struct ModelDrafter {
     /// Running mean of a drafted step's gain in target steps (accepted tokens less the
     /// draft forwards' cost); below zero, drafting pauses.
     gain: f64,
-    /// Draft forwards that failed (logged; the step goes undrafted).
-    pub failures: usize,
 }
 
 impl ModelDrafter {
@@ -167,12 +160,11 @@ impl ModelDrafter {
             config,
             calibration: (0.0, 0.0),
             draft_time: None,
-            last: LastDraft::default(),
+            last_chain: Vec::new(),
             idle: 0,
             probe_every: PROBE_EVERY,
             probing: false,
             gain: 1.0,
-            failures: 0,
         }
     }
 
@@ -201,18 +193,29 @@ impl ModelDrafter {
         }
     }
 
-    fn time(&mut self, started: Instant) {
-        let t = started.elapsed().as_secs_f64();
-        self.draft_time = Some(self.draft_time.map_or(t, |m| m + TIME_EMA * (t - m)));
+    /// Forwards `tokens` as a chain after the cache and commits them; the last one's
+    /// logits if `want_last`. A forward of one or two tokens is a draft step and is timed
+    /// (a longer one is reading the prompt).
+    fn forward(&mut self, tokens: &[u32], want_last: bool) -> Result<Option<Logits>, RuntimeError> {
+        let started = Instant::now();
+        let nodes = Node::chain(tokens);
+        let want = if want_last { Want::Last } else { Want::None };
+        let logits = self.model.forward(&mut [SeqInput {
+            seq: &mut self.seq,
+            nodes: &nodes,
+            want,
+        }])?;
+        self.seq.commit_all()?;
+        if want_last && tokens.len() <= 2 {
+            let t = started.elapsed().as_secs_f64();
+            self.draft_time = Some(self.draft_time.map_or(t, |m| m + TIME_EMA * (t - m)));
+        }
+        Ok(want_last.then(|| logits.into_iter().next().expect("one input, one logits")))
     }
 
     /// Brings the draft's cache to exactly `tokens`: rolls back to the longest common
-    /// prefix, then forwards the rest in chunks, asking the last node's logits if `want`.
-    fn sync(
-        &mut self,
-        tokens: &[u32],
-        want_last: bool,
-    ) -> Result<Option<Vec<f32>>, specdec_runtime::RuntimeError> {
+    /// prefix, then forwards the rest in chunks; the last token's logits if `want_last`.
+    fn sync(&mut self, tokens: &[u32], want_last: bool) -> Result<Option<Logits>, RuntimeError> {
         let common = self
             .seq
             .tokens()
@@ -227,55 +230,12 @@ impl ModelDrafter {
             common
         };
         self.seq.truncate(common);
-        let mut at = common;
-        while at < tokens.len() {
-            let end = (at + CATCH_UP_CHUNK).min(tokens.len());
-            let last = end == tokens.len() && want_last;
-            let nodes = Node::chain(&tokens[at..end]);
-            let want = if last { Want::Last } else { Want::None };
-            let started = Instant::now();
-            let logits = self.model.forward(&mut [SeqInput {
-                seq: &mut self.seq,
-                nodes: &nodes,
-                want,
-            }])?;
-            self.seq.commit_all()?;
-            if last {
-                // Only a short forward times a draft step (a long catch-up is prefill).
-                if nodes.len() <= 2 {
-                    self.time(started);
-                }
-                let l = logits.into_iter().next().expect("one input, one logits");
-                return Ok(Some(l.row(0).to_vec()));
-            }
-            at = end;
+        let mut logits = None;
+        for chunk in tokens[common..].chunks(CATCH_UP_CHUNK) {
+            let last = chunk.as_ptr_range().end == tokens.as_ptr_range().end;
+            logits = self.forward(chunk, want_last && last)?;
         }
-        Ok(None)
-    }
-
-    /// Brings the draft's cache to `context` and returns its next-token logits.
-    fn catch_up(&mut self, context: &[u32]) -> Result<Vec<f32>, specdec_runtime::RuntimeError> {
-        Ok(self
-            .sync(context, true)?
-            .expect("a non-empty context forwards its last token"))
-    }
-
-    /// One draft forward of `token` after the cache; its next-token logits.
-    fn extend(&mut self, token: u32) -> Result<Vec<f32>, specdec_runtime::RuntimeError> {
-        let started = Instant::now();
-        let nodes = [Node {
-            token,
-            parent: None,
-        }];
-        let logits = self.model.forward(&mut [SeqInput {
-            seq: &mut self.seq,
-            nodes: &nodes,
-            want: Want::Last,
-        }])?;
-        self.seq.commit_all()?;
-        self.time(started);
-        let l = logits.into_iter().next().expect("one input, one logits");
-        Ok(l.row(0).to_vec())
+        Ok(logits)
     }
 
     /// The `n` likeliest tokens below the vocabulary limit with their probabilities
@@ -308,7 +268,9 @@ impl ModelDrafter {
         context: &[u32],
         budget: usize,
     ) -> Result<TokenTree, specdec_runtime::RuntimeError> {
-        let mut logits = self.catch_up(context)?;
+        let mut logits = self
+            .sync(context, true)?
+            .expect("a non-empty context forwards its last token");
         let calibration = self.calibration();
         let cost = self.relative_cost();
         let row_cost = self.row_cost();
@@ -318,7 +280,7 @@ impl ModelDrafter {
         let mut alternatives: Vec<Vec<(u32, f32)>> = Vec::new();
         let mut reach = 1.0f64;
         while chain.len() < max_depth {
-            let top = self.top(&logits, 1 + self.config.max_siblings);
+            let top = self.top(logits.row(0), 1 + self.config.max_siblings);
             let Some(&(token, q)) = top.first() else {
                 break;
             };
@@ -342,7 +304,9 @@ impl ModelDrafter {
             if self.config.stop_tokens.contains(&token) {
                 break;
             }
-            logits = self.extend(token)?;
+            logits = self
+                .forward(&[token], true)?
+                .expect("logits were asked for");
         }
         let mut tree = TokenTree::with_capacity(1 + budget);
         tree.push(*context.last().expect("not empty"), None, Meta::root());
@@ -366,13 +330,13 @@ impl ModelDrafter {
                 left -= 1;
             }
         }
-        self.last.chain = chain[..kept_chain].iter().map(|c| (c.0, c.1)).collect();
+        self.last_chain = chain[..kept_chain].iter().map(|c| (c.0, c.1)).collect();
         Ok(tree)
     }
 
     /// Learns from the tokens the target emitted after the last draft.
     fn learn(&mut self, committed: &[u32]) {
-        let chain = std::mem::take(&mut self.last.chain);
+        let chain = std::mem::take(&mut self.last_chain);
         if chain.is_empty() {
             return;
         }
@@ -435,7 +399,7 @@ impl Drafter for ModelDrafter {
     }
 
     fn begin(&mut self, prompt: &[u32], _references: &[Vec<u32>]) {
-        self.last = LastDraft::default();
+        self.last_chain.clear();
         // The first steps are not drafted (see `ModelDrafterConfig::undrafted_steps`);
         // idle steps end with a probe.
         let skip = self.config.undrafted_steps;
@@ -446,7 +410,6 @@ impl Drafter for ModelDrafter {
         // kept from an earlier request sharing a prefix only catches up the rest.
         let head = &prompt[..prompt.len().saturating_sub(1)];
         if let Err(e) = self.sync(head, false) {
-            self.failures += 1;
             tracing::warn!("the draft model could not read the prompt: {e}");
             self.seq = self.model.new_sequence();
         }
@@ -471,7 +434,6 @@ impl Drafter for ModelDrafter {
         let tree = match self.draft_tree(context, budget) {
             Ok(tree) => tree,
             Err(e) => {
-                self.failures += 1;
                 tracing::warn!("the draft model's forward failed, step not drafted: {e}");
                 self.seq = self.model.new_sequence();
                 undrafted(context)
@@ -481,7 +443,7 @@ impl Drafter for ModelDrafter {
     }
 
     fn end(&mut self, _output: &[u32]) {
-        self.last = LastDraft::default();
+        self.last_chain.clear();
     }
 
     fn is_costly(&self) -> bool {
