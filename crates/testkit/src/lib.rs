@@ -142,7 +142,7 @@ pub fn tiny_model() -> Builder {
         .kv("tokenizer.ggml.padding_token_id", Value::U32(ENDOFTEXT))
         .kv("tokenizer.chat_template", s(CHATML_TEMPLATE));
 
-    let mut rng = Rng(0x5eed_7e57_0000_0001);
+    let mut rng = Rng(specdec_verify::Rng::new(0x5eed_7e57_0000_0001));
     // Embeddings of unit scale; matrices scaled by 1/sqrt(fan-in); a head whose logits
     // spread by a few units, so distributions are neither flat nor one-hot.
     b = q8_tensor(b, names::TOKEN_EMBD, HIDDEN, VOCAB, 1.0, &mut rng, None);
@@ -249,22 +249,14 @@ pub fn quantize_q8_0(values: &[f32]) -> Vec<u8> {
     out
 }
 
-/// SplitMix64: the fixture's only source of randomness.
-struct Rng(u64);
+/// The fixture's only source of randomness: sampling's SplitMix64 stream, so the model's
+/// bytes are fixed by the seed on every platform.
+struct Rng(specdec_verify::Rng);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
     /// Uniform with mean 0 and standard deviation 1.
     fn uniform(&mut self) -> f32 {
-        let u = (self.next() >> 11) as f64 / (1u64 << 53) as f64;
-        ((u * 2.0 - 1.0) * 3f64.sqrt()) as f32
+        ((self.0.next_f64() * 2.0 - 1.0) * 3f64.sqrt()) as f32
     }
 }
 
