@@ -78,6 +78,11 @@ impl TreeBuilder {
         self.first_root = NONE;
     }
 
+    /// The token of node `id`.
+    pub fn token(&self, id: usize) -> u32 {
+        self.nodes[id].token
+    }
+
     /// The combined score of node `id`.
     pub fn score(&self, id: usize) -> f32 {
         self.nodes[id].score

@@ -36,8 +36,6 @@ pub struct MixDrafter {
     builder: TreeBuilder,
     /// Builder ids of each part's first-choice path.
     paths: Vec<Vec<usize>>,
-    /// The tokens of the cheap parts' first-choice paths of the last step.
-    cheap_firsts: Vec<Vec<u32>>,
     /// Whether the last step accepted a cheap part's first choice `COPY_RUN` deep.
     copying: bool,
 }
@@ -84,7 +82,6 @@ impl MixDrafter {
                 .collect(),
             builder: TreeBuilder::new(),
             paths: Vec::new(),
-            cheap_firsts: Vec::new(),
             copying: false,
         }
     }
@@ -147,15 +144,19 @@ impl Drafter for MixDrafter {
         for p in &mut self.parts {
             p.drafter.observe(committed);
         }
-        self.copying = self.cheap_firsts.iter().any(|path| {
+        // The last step's first-choice paths, and the builder that numbers them, are
+        // kept until the next draft: what the cheap parts proposed, read in place.
+        let builder = &self.builder;
+        self.copying = self.parts.iter().zip(&self.paths).any(|(p, path)| {
             let run = path
                 .iter()
                 .zip(committed)
-                .take_while(|(a, b)| a == b)
+                .take_while(|(&id, &t)| builder.token(id) == t)
                 .count();
-            run >= COPY_RUN
+            !p.drafter.is_costly() && run >= COPY_RUN
         });
-        self.cheap_firsts.clear();
+        // Learned from once: a step that is not drafted must not match them again.
+        self.paths.clear();
     }
 
     fn draft(&mut self, context: &[u32], budget: usize) -> TokenTree {
@@ -170,7 +171,6 @@ impl Drafter for MixDrafter {
         self.paths.resize(count, Vec::new());
         // Cheap parts first; a costly part (a draft model) drafts only while they are not
         // being copied from, since its forwards would then mostly repeat their drafts.
-        self.cheap_firsts.clear();
         let order: Vec<usize> = (0..count)
             .filter(|&i| !self.parts[i].drafter.is_costly())
             .chain((0..count).filter(|&i| self.parts[i].drafter.is_costly()))
@@ -186,10 +186,6 @@ impl Drafter for MixDrafter {
             let tree = p.drafter.draft(context, budget);
             let map = self.builder.add_tree(&tree, p.weight);
             let first = first_choice(&tree);
-            if !costly {
-                self.cheap_firsts
-                    .push(first.iter().map(|&n| tree.token(n)).collect());
-            }
             self.paths[i] = first
                 .into_iter()
                 .map_while(|n| map.get(n).copied().flatten())
