@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use serde::Deserialize;
-use specdec_engine::beam::{BeamOptions, BeamVerify, DraftScoring};
+use specdec_engine::beam::{BeamOptions, BeamVerify};
 use specdec_engine::{Loaded, Tokenizer};
 use specdec_rec::recommend::service::history_tokens;
 use specdec_rec::recommend::{CatalogueSource, ItemCatalogue};
@@ -80,10 +80,10 @@ pub struct Recommender {
     pub item_tokens: usize,
     /// What one request may ask of the search.
     pub limits: RecommendLimits,
-    /// The draft model for speculative beam search (AtSpeed), if loaded.
-    pub draft: Option<Arc<dyn specdec_engine::Target>>,
-    /// How the draft's logits are read (its file's `specdec.draft.scoring`).
-    pub draft_scoring: DraftScoring,
+    /// The draft model for speculative beam search (AtSpeed), if loaded: the one text
+    /// requests draft with, with how its logits are read (its file's
+    /// `specdec.draft.scoring`).
+    pub draft: Option<specdec_engine::DraftModel>,
 }
 
 impl std::fmt::Debug for Recommender {
@@ -109,10 +109,7 @@ impl Recommender {
             return Ok(None);
         };
         let catalogue = source.load(&loaded.meta.tokenizer)?;
-        let (draft, draft_scoring) = match draft_model {
-            Some(d) => (Some(d.model().clone()), d.scoring()),
-            None => (None, DraftScoring::default()),
-        };
+        let draft = draft_model.cloned();
         tracing::info!(
             "/v1/recommend: {} catalogue entries from {}, {}",
             catalogue.len(),
@@ -130,7 +127,6 @@ impl Recommender {
             catalogue: Arc::new(catalogue),
             limits,
             draft,
-            draft_scoring,
         }))
     }
 }

@@ -275,10 +275,11 @@ pub fn spawn(
                 Scheduler::new(engine, config.max_concurrent).saving_every(SAVE_EVERY);
             // Checked at load (the draft's vocabulary), so this does not fail.
             let mut beams = config.recommender.as_ref().and_then(|r| {
-                let draft = r.draft.as_deref().map(|d| d as &dyn specdec_engine::Target);
+                let draft = r.draft.as_ref().map(|d| d.model().as_ref());
+                let scoring = r.draft.as_ref().map(|d| d.scoring()).unwrap_or_default();
                 let runner = BeamRunner::new(model.as_ref(), draft)
                     .ok()?
-                    .with_draft_scoring(r.draft_scoring);
+                    .with_draft_scoring(scoring);
                 Some(Beams {
                     runner,
                     rec: r,
