@@ -259,6 +259,9 @@ fn run_forced_together(
                     anyhow::bail!("a record ran past a deadline it did not have")
                 }
                 Outcome::Failed(e) => return Err(e.into()),
+                Outcome::Ranked(_) | Outcome::Unranked { .. } => {
+                    anyhow::bail!("a beam search's outcome from a scheduler that runs none")
+                }
             }
         }
     }

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use specdec_drafters::Drafter;
-use specdec_runtime::{SeqInput, Target, Want};
+use specdec_runtime::{Logits, SeqInput, Target, Want};
 use specdec_tokenizer::Tokenizer;
 use specdec_verify::Forced;
 
@@ -289,16 +289,35 @@ impl<'m> Engine<'m> {
     /// chunk for those still reading their prompt, a verify step for the others.
     /// Batching never changes a generation's tokens (the runtime is batch-invariant).
     pub fn step(&mut self, batch: &mut [&mut Generation<'_>]) -> Result<(), EngineError> {
-        let mut load = BatchLoad::default();
+        self.step_sharing(batch, Vec::new(), (0, 0)).map(|_| ())
+    }
+
+    /// [`Engine::step`] with `extra` inputs in the same forward (the scheduler's beam
+    /// searches; `extra_load` is their rows and summed context, which the batch's drafts
+    /// are sized around). Returns the extra inputs' logits, in their order, and the
+    /// forward's milliseconds.
+    pub(crate) fn step_sharing(
+        &mut self,
+        batch: &mut [&mut Generation<'_>],
+        extra: Vec<SeqInput<'_>>,
+        extra_load: (usize, usize),
+    ) -> Result<(Vec<Logits>, f64), EngineError> {
+        let mut load = BatchLoad {
+            rows: extra_load.0,
+            ctx_sum: extra_load.1,
+            expected: 0.0,
+        };
         let steps: Vec<Option<StepInput>> = batch
             .iter_mut()
             .map(|g| g.plan(&self.cost, &mut load))
             .collect();
-        // Only all-decode forwards are timed: the cost curve is of verifying trees.
+        // Only all-decode forwards are timed: the cost curve is of verifying trees (a
+        // beam search's rounds are trees too).
         let timed = steps
             .iter()
             .flatten()
-            .all(|s| matches!(s.want(), Want::All | Want::Argmax));
+            .all(|s| matches!(s.want(), Want::All | Want::Argmax))
+            && extra.iter().all(|i| matches!(i.want, Want::All));
         let t0 = Instant::now();
         let mut inputs: Vec<SeqInput<'_>> = batch
             .iter_mut()
@@ -311,13 +330,15 @@ impl<'m> Engine<'m> {
                 })
             })
             .collect();
+        let own = inputs.len();
+        inputs.extend(extra);
         if inputs.is_empty() {
-            return Ok(());
+            return Ok((Vec::new(), 0.0));
         }
-        let logits = self.target.forward(&mut inputs)?;
+        let mut logits = self.target.forward(&mut inputs)?;
         drop(inputs);
+        let ms = t0.elapsed().as_secs_f64() * 1e3;
         if timed {
-            let ms = t0.elapsed().as_secs_f64() * 1e3;
             self.cost.observe(load.rows, load.mean_ctx(), ms);
             let ctx = load.mean_ctx();
             if let (Some(d), Some(one)) = (&self.draft_model, self.cost.one_row_ms(ctx)) {
@@ -326,6 +347,7 @@ impl<'m> Engine<'m> {
                 d.clock().set(one / 1e3, row);
             }
         }
+        let rest = logits.split_off(own);
         let members = batch
             .iter_mut()
             .zip(steps)
@@ -333,7 +355,12 @@ impl<'m> Engine<'m> {
         for ((g, s), l) in members.zip(&logits) {
             g.apply(self.tokenizer, s, l)?;
         }
-        Ok(())
+        Ok((rest, ms))
+    }
+
+    /// The cost curve the engine learned from its forwards.
+    pub(crate) fn cost(&self) -> &CostModel {
+        &self.cost
     }
 
     /// Generates with the drafter the request's speculation names; `sink` receives text

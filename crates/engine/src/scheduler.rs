@@ -4,13 +4,20 @@
 //! payload per request; the scheduler owns the engine and the loop's policy: cancellation,
 //! deadlines, a failure confined to the request that caused it, periodic saves of what the
 //! drafting pools learned.
+//!
+//! A recommendation's beam search is a request like a chat: admitted under the same
+//! bound, its rows (a prompt chunk, or a round's beam trees) in the same forward as the
+//! chats', cancelled and timed out the same way. A chat's next tokens so wait for one
+//! round of a search, never for a whole search.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use specdec_drafters::Drafter;
 use specdec_verify::Forced;
 
+use crate::beam::{BeamOptions, BeamOutput, BeamRunner, BeamTask, Catalogue};
 use crate::engine::Engine;
 use crate::generation::{Generation, Sink};
 use crate::request::{GenerateOutput, GenerateRequest};
@@ -36,6 +43,14 @@ pub enum Outcome {
     Expired(Box<GenerateOutput>),
     /// A step failed for this request alone.
     Failed(EngineError),
+    /// A beam search ended: the K best entries after each of its prompts.
+    Ranked(Vec<BeamOutput>),
+    /// A beam search ended before its lists: cancelled, or (`expired`) past its
+    /// deadline.
+    Unranked {
+        /// It ran past its deadline (else it was cancelled).
+        expired: bool,
+    },
 }
 
 /// A request that left, with the caller's payload.
@@ -65,11 +80,25 @@ struct Active<J> {
     emitted: usize,
 }
 
+struct Searching<J> {
+    task: BeamTask,
+    job: J,
+    deadline: Option<Instant>,
+    /// Why it stops without lists: `Some(true)` past its deadline, `Some(false)` cancelled.
+    stopped: Option<bool>,
+    failed: Option<EngineError>,
+    /// It put inputs in this step's forward (prepared without failing).
+    prepared: bool,
+}
+
 /// The batching loop over one engine.
 pub struct Scheduler<'m, J> {
     engine: Engine<'m>,
     max_concurrent: usize,
     active: Vec<Active<J>>,
+    /// Beam searches, and the runner that prepares their rounds.
+    beams: Option<BeamRunner<'m>>,
+    searching: Vec<Searching<J>>,
     save_every: Option<Duration>,
     last_save: Instant,
     /// Steps in a row in which every request failed.
@@ -83,13 +112,18 @@ fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
         .unwrap_or_else(|| "unknown panic".into())
 }
 
+/// Runs `f` with a panic turned into an error.
+fn guarded<T>(f: impl FnOnce() -> Result<T, EngineError>) -> Result<T, EngineError> {
+    catch_unwind(AssertUnwindSafe(f))
+        .unwrap_or_else(|p| Err(EngineError::Panicked(panic_message(p))))
+}
+
 /// One engine step, with a panic turned into an error.
 fn guarded_step(
     engine: &mut Engine<'_>,
     batch: &mut [&mut Generation<'static>],
 ) -> Result<(), EngineError> {
-    catch_unwind(AssertUnwindSafe(|| engine.step(batch)))
-        .unwrap_or_else(|p| Err(EngineError::Panicked(panic_message(p))))
+    guarded(|| engine.step(batch))
 }
 
 impl<'m, J: Job> Scheduler<'m, J> {
@@ -99,6 +133,8 @@ impl<'m, J: Job> Scheduler<'m, J> {
             engine,
             max_concurrent: max_concurrent.max(1),
             active: Vec::new(),
+            beams: None,
+            searching: Vec::new(),
             save_every: None,
             last_save: Instant::now(),
             failing_steps: 0,
@@ -112,6 +148,18 @@ impl<'m, J: Job> Scheduler<'m, J> {
         self
     }
 
+    /// Runs beam searches ([`Scheduler::admit_search`]) with `runner`, whose target must
+    /// be the engine's.
+    pub fn with_beams(mut self, runner: BeamRunner<'m>) -> Self {
+        self.beams = Some(runner);
+        self
+    }
+
+    /// The runner beam searches run with, if any.
+    pub fn beam_runner(&self) -> Option<&BeamRunner<'m>> {
+        self.beams.as_ref()
+    }
+
     /// The engine the requests run on.
     pub fn engine(&self) -> &Engine<'m> {
         &self.engine
@@ -122,19 +170,19 @@ impl<'m, J: Job> Scheduler<'m, J> {
         &mut self.engine
     }
 
-    /// Requests being generated.
+    /// Requests running: generations and beam searches.
     pub fn running(&self) -> usize {
-        self.active.len()
+        self.active.len() + self.searching.len()
     }
 
     /// Whether another request can start now (fewer than `max_concurrent` running).
     pub fn has_room(&self) -> bool {
-        self.active.len() < self.max_concurrent
+        self.running() < self.max_concurrent
     }
 
     /// Whether no request is running.
     pub fn is_idle(&self) -> bool {
-        self.active.is_empty()
+        self.active.is_empty() && self.searching.is_empty()
     }
 
     /// Steps in a row (up to the last one that ran a forward) in which every request
@@ -184,6 +232,39 @@ impl<'m, J: Job> Scheduler<'m, J> {
         self.enter(gen, job, deadline)
     }
 
+    /// Starts a beam search for the K best entries of `cat` after each prompt; it joins
+    /// the next step. Refused (with its payload) when the scheduler runs no beam
+    /// searches or the request is invalid.
+    pub fn admit_search(
+        &mut self,
+        cat: Arc<Catalogue>,
+        prompts: Vec<Vec<u32>>,
+        opts: BeamOptions,
+        job: J,
+        deadline: Option<Instant>,
+    ) -> Result<(), (J, EngineError)> {
+        let Some(runner) = self.beams.as_ref() else {
+            return Err((
+                job,
+                EngineError::InvalidRequest("this engine runs no beam searches".into()),
+            ));
+        };
+        match guarded(|| runner.begin(cat, prompts, opts)) {
+            Ok(task) => {
+                self.searching.push(Searching {
+                    task,
+                    job,
+                    deadline,
+                    stopped: None,
+                    failed: None,
+                    prepared: false,
+                });
+                Ok(())
+            }
+            Err(e) => Err((job, e)),
+        }
+    }
+
     fn enter(
         &mut self,
         gen: Result<Generation<'static>, EngineError>,
@@ -221,6 +302,13 @@ impl<'m, J: Job> Scheduler<'m, J> {
                 a.expired = true;
             }
         }
+        for s in &mut self.searching {
+            if s.job.is_cancelled() {
+                s.stopped = Some(false);
+            } else if s.deadline.is_some_and(|d| now >= d) {
+                s.stopped = Some(true);
+            }
+        }
         self.run_step();
         for a in &mut self.active {
             let n = a.gen.tokens().len();
@@ -246,30 +334,110 @@ impl<'m, J: Job> Scheduler<'m, J> {
                 i += 1;
             }
         }
+        let mut i = 0;
+        while i < self.searching.len() {
+            let s = &self.searching[i];
+            if s.task.is_done() || s.failed.is_some() || s.stopped.is_some() {
+                let mut s = self.searching.swap_remove(i);
+                let outcome = match (s.failed, s.stopped) {
+                    (Some(e), _) => Outcome::Failed(e),
+                    (None, Some(expired)) => Outcome::Unranked { expired },
+                    (None, None) => Outcome::Ranked(s.task.take_output().unwrap_or_default()),
+                };
+                done.push(Finished {
+                    job: s.job,
+                    outcome,
+                });
+            } else {
+                i += 1;
+            }
+        }
         if !done.is_empty() {
             self.maybe_save();
         }
         done
     }
 
-    /// One batched forward; if it fails, each member is retried alone so that only the
-    /// requests that fail by themselves are failed.
+    /// Prepares each running search's share of the next forward (a failure, or a panic,
+    /// fails that search alone).
+    fn prepare_searches(&mut self) {
+        let Some(runner) = self.beams.as_mut() else {
+            return;
+        };
+        let cost = self.engine.cost();
+        for s in &mut self.searching {
+            s.prepared = false;
+            if s.stopped.is_some() || s.failed.is_some() || s.task.is_done() {
+                continue;
+            }
+            match guarded(|| runner.prepare(cost, &mut s.task)) {
+                Ok(()) => s.prepared = true,
+                Err(e) => {
+                    tracing::error!("a beam search failed: {e}");
+                    s.failed = Some(e);
+                }
+            }
+        }
+    }
+
+    /// Hands `logits` (and the forward's `ms`) to the search; a failure fails it alone.
+    fn absorb_search(
+        runner: &mut BeamRunner<'m>,
+        engine: &Engine<'m>,
+        s: &mut Searching<J>,
+        logits: Vec<specdec_runtime::Logits>,
+        ms: f64,
+    ) {
+        if let Err(e) = guarded(|| runner.absorb(engine.cost(), &mut s.task, logits, ms)) {
+            tracing::error!("a beam search failed: {e}");
+            s.failed = Some(e);
+        }
+    }
+
+    /// One batched forward for the generations and the searches; if it fails, each member
+    /// is retried alone so that only the requests that fail by themselves are failed.
     fn run_step(&mut self) {
+        self.prepare_searches();
         let mut batch: Vec<&mut Generation<'static>> = self
             .active
             .iter_mut()
             .filter(|a| !a.gen.is_finished())
             .map(|a| &mut a.gen)
             .collect();
-        if batch.is_empty() {
+        let mut owners: Vec<(usize, usize)> = Vec::new();
+        let mut extra = Vec::new();
+        let mut extra_load = (0, 0);
+        for (i, s) in self.searching.iter_mut().enumerate() {
+            if !s.prepared {
+                continue;
+            }
+            let (inputs, (rows, ctx)) = s.task.inputs();
+            owners.push((i, inputs.len()));
+            extra.extend(inputs);
+            extra_load = (extra_load.0 + rows, extra_load.1 + ctx);
+        }
+        if batch.is_empty() && owners.is_empty() {
             return;
         }
-        let Err(e) = guarded_step(&mut self.engine, &mut batch) else {
-            self.failing_steps = 0;
-            return;
-        };
+        let engine = &mut self.engine;
+        let shared = guarded(|| engine.step_sharing(&mut batch, extra, extra_load));
         drop(batch);
-        let live = self.active.iter().filter(|a| !a.gen.is_finished()).count();
+        let e = match shared {
+            Ok((logits, ms)) => {
+                self.failing_steps = 0;
+                let runner = self.beams.as_mut();
+                let mut logits = logits.into_iter();
+                if let Some(runner) = runner {
+                    for (i, n) in owners {
+                        let mine: Vec<_> = logits.by_ref().take(n).collect();
+                        Self::absorb_search(runner, &self.engine, &mut self.searching[i], mine, ms);
+                    }
+                }
+                return;
+            }
+            Err(e) => e,
+        };
+        let live = self.active.iter().filter(|a| !a.gen.is_finished()).count() + owners.len();
         tracing::warn!("a batched step of {live} requests failed ({e}); retrying each alone");
         let mut first = Some(e);
         let mut any_ok = false;
@@ -285,6 +453,31 @@ impl<'m, J: Job> Scheduler<'m, J> {
                     tracing::error!("a request failed: {e}");
                     a.gen.cancel();
                     a.failed = Some(e);
+                }
+            }
+        }
+        if let Some(runner) = self.beams.as_mut() {
+            for (i, _) in owners {
+                let s = &mut self.searching[i];
+                let result = if live == 1 {
+                    Err(first.take().expect("one error"))
+                } else {
+                    let engine = &mut self.engine;
+                    let task = &mut s.task;
+                    guarded(|| {
+                        let (inputs, load) = task.inputs();
+                        engine.step_sharing(&mut [], inputs, load)
+                    })
+                };
+                match result {
+                    Ok((logits, ms)) => {
+                        any_ok = true;
+                        Self::absorb_search(runner, &self.engine, s, logits, ms);
+                    }
+                    Err(e) => {
+                        tracing::error!("a beam search failed: {e}");
+                        s.failed = Some(e);
+                    }
                 }
             }
         }

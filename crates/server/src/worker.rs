@@ -1,10 +1,11 @@
 //! The engine thread: the model runs here and nowhere else. Requests arrive through a
 //! bounded queue and are handed to the engine's scheduler, which batches up to
 //! `max_concurrent` of them into one forward per step. Recommendations (`/v1/recommend`)
-//! come through the same queue and run between the scheduler's steps, one at a time, on a
-//! beam runner kept for the thread's life (so it learns forward costs and the draft's
-//! acceptance across requests). This module only moves jobs in, events out, and keeps the
-//! metrics; handlers only wait on channels.
+//! come through the same queue and are scheduled like generations: admitted under the same
+//! bound, their beam rows in the same forwards as the chats', cancelled when their client
+//! goes away, on a beam runner kept for the thread's life (so it learns the draft's cost
+//! and each plan's value across requests). This module only moves jobs in, events out,
+//! and keeps the metrics; handlers only wait on channels.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -17,6 +18,7 @@ use specdec_engine::{
     Engine, GenerateOutput, GenerateRequest, Model, Outcome, Pools, Scheduler, Sink, SpecStats,
     Tokenizer,
 };
+use specdec_rec::recommend::service::{history_tokens, named};
 use specdec_rec::recommend::Recommendation;
 use tokio::sync::{mpsc, oneshot};
 
@@ -101,17 +103,29 @@ impl Drop for Slot {
 
 /// What the scheduler keeps of a job while it runs.
 struct Running {
-    events: mpsc::Sender<Event>,
+    reply: Reply,
     arrived: Instant,
     shutdown: Arc<Shutdown>,
     _slot: Option<Slot>,
+}
+
+/// Where a running request's answer goes.
+enum Reply {
+    /// A generation's events.
+    Text(mpsc::Sender<Event>),
+    /// A recommendation's list.
+    Recommend(oneshot::Sender<Result<Recommendation, ApiError>>),
 }
 
 impl specdec_engine::Job for Running {
     /// A closed channel means the client went away: free its cache now. At the end of a
     /// shutdown's grace every request is cancelled.
     fn is_cancelled(&self) -> bool {
-        self.events.is_closed() || self.shutdown.cancelling()
+        let gone = match &self.reply {
+            Reply::Text(events) => events.is_closed(),
+            Reply::Recommend(reply) => reply.is_closed(),
+        };
+        gone || self.shutdown.cancelling()
     }
 }
 
@@ -273,27 +287,18 @@ pub fn spawn(
             }
             let mut scheduler =
                 Scheduler::new(engine, config.max_concurrent).saving_every(SAVE_EVERY);
-            // Checked at load (the draft's vocabulary), so this does not fail.
-            let mut beams = config.recommender.as_ref().and_then(|r| {
+            if let Some(r) = &config.recommender {
                 let draft = r.draft.as_ref().map(|d| d.model().as_ref());
                 let scoring = r.draft.as_ref().map(|d| d.scoring()).unwrap_or_default();
-                let runner = BeamRunner::new(model.as_ref(), draft)
-                    .ok()?
-                    .with_draft_scoring(scoring);
-                Some(Beams {
-                    runner,
-                    rec: r,
-                    tokenizer: &tokenizer,
-                })
-            });
-            run(
-                &mut scheduler,
-                beams.as_mut(),
-                &config,
-                &metrics,
-                rx,
-                &shutdown,
-            );
+                // Checked at load (the draft's vocabulary), so this does not fail.
+                match BeamRunner::new(model.as_ref(), draft) {
+                    Ok(runner) => {
+                        scheduler = scheduler.with_beams(runner.with_draft_scoring(scoring))
+                    }
+                    Err(e) => tracing::error!("/v1/recommend cannot run: {e}"),
+                }
+            }
+            run(&mut scheduler, &tokenizer, &config, &metrics, rx, &shutdown);
             tracing::info!("engine stopped; saving the drafting state");
             // The global trie is written at exit even if unchanged, so the file `--trie`
             // names exists after the first run.
@@ -303,34 +308,27 @@ pub fn spawn(
         })
 }
 
-/// What the engine thread searches recommendations with.
-struct Beams<'a> {
-    runner: BeamRunner<'a>,
-    rec: &'a Recommender,
-    tokenizer: &'a Tokenizer,
-}
-
 fn run(
     scheduler: &mut Scheduler<'_, Running>,
-    mut beams: Option<&mut Beams<'_>>,
+    tokenizer: &Tokenizer,
     config: &WorkerConfig,
     metrics: &Metrics,
     mut rx: mpsc::Receiver<Work>,
     shutdown: &Arc<Shutdown>,
 ) {
-    let mut searches: VecDeque<RecommendJob> = VecDeque::new();
     // Requests whose drafting pool is being read from disk off this thread: they start
     // once it is in memory, and nobody else waits for it.
     let mut waiting: VecDeque<Job> = VecDeque::new();
-    let take = |scheduler: &mut Scheduler<'_, Running>,
-                searches: &mut VecDeque<RecommendJob>,
-                waiting: &mut VecDeque<Job>,
-                work: Work| match work {
-        Work::Generate(job) if scheduler.engine_mut().prepare(&job.gen) => {
-            admit(scheduler, config, metrics, shutdown, job)
+    let take = |scheduler: &mut Scheduler<'_, Running>, waiting: &mut VecDeque<Job>, work: Work| {
+        match work {
+            Work::Generate(job) if scheduler.engine_mut().prepare(&job.gen) => {
+                admit(scheduler, config, metrics, shutdown, job)
+            }
+            Work::Generate(job) => waiting.push_back(job),
+            Work::Recommend(job) => {
+                admit_search(scheduler, tokenizer, config, metrics, shutdown, job)
+            }
         }
-        Work::Generate(job) => waiting.push_back(job),
-        Work::Recommend(job) => searches.push_back(job),
     };
     let mut progress = |r: &Running, p: Progress| {
         if p.first {
@@ -339,10 +337,10 @@ fn run(
         metrics.step(p.new_tokens);
     };
     loop {
-        if scheduler.is_idle() && searches.is_empty() {
+        if scheduler.is_idle() {
             if waiting.is_empty() {
                 match rx.blocking_recv() {
-                    Some(work) => take(scheduler, &mut searches, &mut waiting, work),
+                    Some(work) => take(scheduler, &mut waiting, work),
                     None => break,
                 }
             } else {
@@ -364,13 +362,9 @@ fn run(
         }
         while scheduler.has_room() {
             match rx.try_recv() {
-                Ok(work) => take(scheduler, &mut searches, &mut waiting, work),
+                Ok(work) => take(scheduler, &mut waiting, work),
                 Err(_) => break,
             }
-        }
-        // One search between steps: generations keep moving while recommendations wait.
-        if let Some(job) = searches.pop_front() {
-            search(beams.as_deref_mut(), config, metrics, shutdown, job);
         }
         if scheduler.is_idle() {
             continue;
@@ -380,28 +374,88 @@ fn run(
         for f in finished {
             metrics.running(-1);
             let elapsed = f.job.arrived.elapsed();
-            let result = match f.outcome {
-                Outcome::Done(out) => {
-                    let reason = out.finish_reason.as_str();
-                    metrics.finished(reason, out.prompt_tokens, &out.spec, elapsed);
-                    Ok(out)
+            match f.job.reply {
+                Reply::Text(events) => {
+                    let result = text_result(f.outcome, config, metrics, elapsed);
+                    let _ = events.try_send(Event::Done(result));
                 }
-                Outcome::Expired(out) => {
-                    tracing::warn!(
-                        "a request ran past the timeout of {}s after {} tokens",
-                        config.timeout.as_secs(),
-                        out.completion_tokens
-                    );
-                    metrics.finished("timeout", out.prompt_tokens, &out.spec, elapsed);
-                    Err(ApiError::Timeout(config.timeout.as_secs()))
+                Reply::Recommend(reply) => {
+                    let result = match f.outcome {
+                        Outcome::Ranked(mut outs) => match (&config.recommender, outs.pop()) {
+                            (Some(r), Some(out)) => Ok(named(&r.catalogue, out)),
+                            _ => Err(ApiError::Internal("the search returned no list".into())),
+                        },
+                        Outcome::Unranked { expired: true } => {
+                            tracing::warn!(
+                                "a recommendation ran past the timeout of {}s",
+                                config.timeout.as_secs()
+                            );
+                            Err(ApiError::Timeout(config.timeout.as_secs()))
+                        }
+                        Outcome::Unranked { expired: false } => {
+                            if reply.is_closed() {
+                                metrics.recommended("cancelled");
+                                continue;
+                            }
+                            Err(ApiError::Unavailable)
+                        }
+                        Outcome::Failed(e) => {
+                            tracing::warn!("a recommendation failed: {e}");
+                            Err(e.into())
+                        }
+                        Outcome::Done(_) | Outcome::Expired(_) => Err(ApiError::Internal(
+                            "a generation's outcome for a search".into(),
+                        )),
+                    };
+                    metrics.recommended(recommend_outcome(&result));
+                    let _ = reply.send(result);
                 }
-                Outcome::Failed(e) => {
-                    metrics.finished("error", 0, &SpecStats::default(), elapsed);
-                    Err(e.into())
-                }
-            };
-            let _ = f.job.events.try_send(Event::Done(result));
+            }
         }
+    }
+}
+
+/// A finished generation's answer, counted in the metrics.
+fn text_result(
+    outcome: Outcome,
+    config: &WorkerConfig,
+    metrics: &Metrics,
+    elapsed: Duration,
+) -> Result<Box<GenerateOutput>, ApiError> {
+    match outcome {
+        Outcome::Done(out) => {
+            let reason = out.finish_reason.as_str();
+            metrics.finished(reason, out.prompt_tokens, &out.spec, elapsed);
+            Ok(out)
+        }
+        Outcome::Expired(out) => {
+            tracing::warn!(
+                "a request ran past the timeout of {}s after {} tokens",
+                config.timeout.as_secs(),
+                out.completion_tokens
+            );
+            metrics.finished("timeout", out.prompt_tokens, &out.spec, elapsed);
+            Err(ApiError::Timeout(config.timeout.as_secs()))
+        }
+        Outcome::Failed(e) => {
+            metrics.finished("error", 0, &SpecStats::default(), elapsed);
+            Err(e.into())
+        }
+        Outcome::Ranked(_) | Outcome::Unranked { .. } => {
+            metrics.finished("error", 0, &SpecStats::default(), elapsed);
+            Err(ApiError::Internal(
+                "a search's outcome for a generation".into(),
+            ))
+        }
+    }
+}
+
+/// How a recommendation's answer is counted.
+fn recommend_outcome(result: &Result<Recommendation, ApiError>) -> &'static str {
+    match result {
+        Ok(_) => "ok",
+        Err(e) if e.status().is_client_error() => "invalid",
+        Err(_) => "error",
     }
 }
 
@@ -464,7 +518,7 @@ fn admit(
         Box::new(move |_: &str| !tx.is_closed())
     };
     let running = Running {
-        events: job.events,
+        reply: Reply::Text(job.events),
         arrived: job.arrived,
         shutdown: shutdown.clone(),
         _slot: job.slot,
@@ -474,59 +528,73 @@ fn admit(
         Ok(()) => metrics.running(1),
         Err((r, e)) => {
             tracing::info!("refused a request: {e}");
-            let _ = r.events.try_send(Event::Done(Err(e.into())));
+            if let Reply::Text(events) = r.reply {
+                let _ = events.try_send(Event::Done(Err(e.into())));
+            }
         }
     }
 }
 
-/// Runs one recommendation and answers it. A failure (a panic in the search included)
-/// fails this request only.
-fn search(
-    beams: Option<&mut Beams<'_>>,
+/// Starts a recommendation's search in the scheduler, or answers it at once (its client
+/// left, shutdown, its timeout, a history that does not tokenize, a refused search).
+fn admit_search(
+    scheduler: &mut Scheduler<'_, Running>,
+    tokenizer: &Tokenizer,
     config: &WorkerConfig,
     metrics: &Metrics,
-    shutdown: &Shutdown,
+    shutdown: &Arc<Shutdown>,
     job: RecommendJob,
 ) {
     metrics.queued(-1);
-    let outcome = |result: &Result<Recommendation, ApiError>| match result {
-        Ok(_) => "ok",
-        Err(e) if e.status().is_client_error() => "invalid",
-        Err(_) => "error",
-    };
     if job.reply.is_closed() {
         metrics.recommended("cancelled");
         return;
     }
-    let result = if shutdown.cancelling() {
-        Err(ApiError::Unavailable)
+    let refused = if shutdown.cancelling() {
+        Some(ApiError::Unavailable)
     } else if job.arrived.elapsed() >= config.timeout {
-        Err(ApiError::Timeout(config.timeout.as_secs()))
-    } else if let Some(b) = beams {
-        let request = &job.request;
-        let found = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            specdec_rec::recommend::recommend(
-                &mut b.runner,
-                &b.rec.catalogue,
-                b.tokenizer,
-                std::slice::from_ref(&request.history),
-                &request.opts,
-            )
-        }));
-        match found {
-            Ok(Ok(mut recs)) => recs
-                .pop()
-                .ok_or_else(|| ApiError::Internal("the search returned no list".into())),
-            Ok(Err(e)) => {
-                tracing::warn!("a recommendation failed: {e}");
-                Err(e.into())
-            }
-            Err(_) => Err(ApiError::Internal("the beam search panicked".into())),
-        }
-    } else {
+        Some(ApiError::Timeout(config.timeout.as_secs()))
+    } else if scheduler.beam_runner().is_none() {
         // The handler checks first; a test's hand-built state may not.
-        Err(ApiError::RecommendDisabled)
+        Some(ApiError::RecommendDisabled)
+    } else {
+        None
     };
-    metrics.recommended(outcome(&result));
-    let _ = job.reply.send(result);
+    let (Some(r), None) = (&config.recommender, &refused) else {
+        let e = refused.unwrap_or(ApiError::RecommendDisabled);
+        let result = Err(e);
+        metrics.recommended(recommend_outcome(&result));
+        let _ = job.reply.send(result);
+        return;
+    };
+    let prompt = match history_tokens(tokenizer, &job.request.history) {
+        Ok(p) => p,
+        Err(e) => {
+            let result = Err(ApiError::from(specdec_engine::EngineError::InvalidRequest(
+                e.to_string(),
+            )));
+            metrics.recommended(recommend_outcome(&result));
+            let _ = job.reply.send(result);
+            return;
+        }
+    };
+    let running = Running {
+        reply: Reply::Recommend(job.reply),
+        arrived: job.arrived,
+        shutdown: shutdown.clone(),
+        _slot: job.slot,
+    };
+    let deadline = Some(job.arrived + config.timeout);
+    let cat = r.catalogue.shared_trie();
+    match scheduler.admit_search(cat, vec![prompt], job.request.opts, running, deadline) {
+        Ok(()) => metrics.running(1),
+        Err((r, e)) => {
+            tracing::info!("refused a recommendation: {e}");
+            if let Reply::Recommend(reply) = r.reply {
+                let result = Err(e.into());
+                metrics.recommended(recommend_outcome(&result));
+                let _ = reply.send(result);
+            }
+        }
+    }
 }

@@ -9,7 +9,8 @@ use std::time::Instant;
 use anyhow::bail;
 use clap::{Args as ClapArgs, ValueEnum};
 use serde::Serialize;
-use specdec_engine::beam::{BeamOptions, BeamOutput, BeamRunner, BeamVerify, RowCost};
+use specdec_engine::beam::{BeamOptions, BeamOutput, BeamRunner, BeamVerify};
+use specdec_engine::budget::CostModel;
 use specdec_rec::recommend::{self, RankingMetrics, Target};
 
 use super::beam_args::BeamArgs;
@@ -258,11 +259,15 @@ pub fn evaluate(
             );
         }
     }
-    let curve = cost_figures(runners[0].target_cost());
+    // The curves at the users' typical context (the cost model keeps one per context band).
+    let ctx = prompts.iter().map(Vec::len).sum::<usize>() / prompts.len().max(1);
+    let curve = cost_figures(runners[0].target_cost(), ctx);
     let draft_curves: Vec<(String, Curve)> = prefiller
         .iter()
         .zip(drafts)
-        .filter_map(|(&r, (name, _))| Some((name.clone(), cost_figures(runners[r].draft_cost()?))))
+        .filter_map(|(&r, (name, _))| {
+            Some((name.clone(), cost_figures(runners[r].draft_cost()?, ctx)))
+        })
         .collect();
     if users.json {
         let v = serde_json::json!({
@@ -447,8 +452,11 @@ const CURVE_ROWS: [usize; 12] = [1, 2, 4, 8, 10, 12, 16, 24, 32, 48, 64, 128];
 /// Measured milliseconds by rows (`None` where no forward of that size ran).
 type Curve = Vec<(usize, Option<f64>)>;
 
-fn cost_figures(c: &RowCost) -> Curve {
-    CURVE_ROWS.iter().map(|&r| (r, c.observed(r))).collect()
+fn cost_figures(c: &CostModel, ctx: usize) -> Curve {
+    CURVE_ROWS
+        .iter()
+        .map(|&r| (r, c.observed(r, ctx)))
+        .collect()
 }
 
 fn format_curve(c: &[(usize, Option<f64>)]) -> String {

@@ -9,7 +9,6 @@
 //! search is the case with nothing drafted or forced: one step per forward.
 
 mod catalogue;
-mod cost;
 mod draft;
 mod options;
 mod policy;
@@ -21,9 +20,8 @@ mod side;
 mod tree;
 
 pub use catalogue::{Catalogue, TrieNode};
-pub use cost::RowCost;
 pub use options::{BeamOptions, BeamOutput, BeamStats, BeamVerify, DraftPlan, Ranked};
 pub use policy::PlanReport;
-pub use run::{BeamRunner, Prefilled};
+pub use run::{BeamRunner, BeamTask, Prefilled};
 pub use scoring::{DraftScoring, DRAFT_SCORING_KEY};
 pub use specdec_verify::beam::log_normaliser;

@@ -1,13 +1,14 @@
 //! The beam search loop: prefill, then rounds of (draft, one target forward over every
-//! search's trees, verification) until every search is done. Several requests' searches
-//! share each forward.
+//! search's trees, verification) until every search is done. A [`BeamTask`] is that
+//! loop cut at its target forwards, so that the scheduler puts a recommendation's rows in
+//! the same forwards as chats'; [`BeamRunner::run`] drives one alone. Either way the
+//! runner learns the draft's cost and each plan's value across the searches it serves.
 
 use std::collections::HashMap;
 use std::time::Instant;
 
-use specdec_runtime::{Node, SeqInput, Target, Want};
+use specdec_runtime::{Logits, Node, SeqInput, Sequence, Target, Want};
 
-use super::cost::RowCost;
 use super::draft::{draft_round, DraftTree};
 use super::policy::{Plan, PlanChooser, PlanReport};
 use super::round::{verify_round, RoundInput};
@@ -15,12 +16,15 @@ use super::search::{Beam, Search};
 use super::side::{Row, Side};
 use super::tree::BeamTree;
 use super::{BeamOptions, BeamOutput, Catalogue, DraftScoring};
+use crate::budget::CostModel;
 use crate::EngineError;
 
 mod choice;
 mod prefill;
+mod task;
 
 pub use prefill::Prefilled;
+pub use task::BeamTask;
 
 /// A draft forward's cost relative to a target forward's of as many rows, for the
 /// modeled costs of a runner that ignores timings.
@@ -31,8 +35,11 @@ const DRAFT_SHARE: f64 = 0.3;
 pub struct BeamRunner<'a> {
     target: &'a dyn Target,
     draft: Option<&'a dyn Target>,
-    target_cost: RowCost,
-    draft_cost: RowCost,
+    /// The target's cost curve when the runner runs its own forwards ([`BeamRunner::run`]);
+    /// inside a scheduler the engine's, which every forward of the batch teaches, prices
+    /// rounds instead.
+    target_cost: CostModel,
+    draft_cost: CostModel,
     /// Per draft plan's bounds (N, gamma, forced tokens), what each round plan measured.
     choosers: HashMap<(usize, usize, usize), PlanChooser>,
     /// Ignore timings: price rounds by the prior cost of their rows.
@@ -54,8 +61,8 @@ impl<'a> BeamRunner<'a> {
         Ok(BeamRunner {
             target,
             draft,
-            target_cost: RowCost::default(),
-            draft_cost: RowCost::default(),
+            target_cost: CostModel::default(),
+            draft_cost: CostModel::default(),
             choosers: HashMap::new(),
             modeled: false,
             draft_scoring: DraftScoring::Vocabulary,
@@ -71,14 +78,14 @@ impl<'a> BeamRunner<'a> {
 
     /// Ignores timings (gamma follows acceptance alone), so runs are reproducible.
     pub fn frozen(mut self) -> Self {
-        self.target_cost = RowCost::frozen();
-        self.draft_cost = RowCost::frozen();
+        self.target_cost = CostModel::frozen();
+        self.draft_cost = CostModel::frozen();
         self.modeled = true;
         self
     }
 
-    /// The target's forward cost as learned so far.
-    pub fn target_cost(&self) -> &RowCost {
+    /// The target's forward cost as learned by this runner's own forwards.
+    pub fn target_cost(&self) -> &CostModel {
         &self.target_cost
     }
 
@@ -91,8 +98,13 @@ impl<'a> BeamRunner<'a> {
     }
 
     /// The draft's forward cost as learned so far, when there is a draft.
-    pub fn draft_cost(&self) -> Option<&RowCost> {
+    pub fn draft_cost(&self) -> Option<&CostModel> {
         self.draft.map(|_| &self.draft_cost)
+    }
+
+    /// The model searched.
+    pub fn target(&self) -> &'a dyn Target {
+        self.target
     }
 
     /// The K best catalogue entries after each prompt, best first.
@@ -118,13 +130,61 @@ impl<'a> BeamRunner<'a> {
         self.search(cat, pre, opts)
     }
 
-    /// The searches of checked options from prefilled prompts.
+    /// The searches of checked options from prefilled prompts, each round's target
+    /// forward run here.
     fn search(
         &mut self,
         cat: &Catalogue,
         pre: &Prefilled,
         opts: &BeamOptions,
     ) -> Result<Vec<BeamOutput>, EngineError> {
+        let mut searches = self.searches(pre, opts)?;
+        let mut cost = std::mem::take(&mut self.target_cost);
+        let result = self.rounds_alone(cat, &mut searches, &mut cost);
+        self.target_cost = cost;
+        result?;
+        for s in &searches {
+            self.observe(s);
+        }
+        Ok(searches.into_iter().map(Search::into_output).collect())
+    }
+
+    fn rounds_alone(
+        &mut self,
+        cat: &Catalogue,
+        searches: &mut [Search],
+        cost: &mut CostModel,
+    ) -> Result<(), EngineError> {
+        while searches.iter().any(|s| !s.is_done()) {
+            let mut active: Vec<&mut Search> =
+                searches.iter_mut().filter(|s| !s.is_done()).collect();
+            let mut round = self.prepare_round(cost, cat, &mut active)?;
+            let (logits, ms) = {
+                let (mut inputs, load) = round_inputs(active.iter_mut().map(|s| &mut **s), &round);
+                let started = Instant::now();
+                let logits = if inputs.is_empty() {
+                    Vec::new()
+                } else {
+                    self.target.forward(&mut inputs)?
+                };
+                let ms = started.elapsed().as_secs_f64() * 1e3;
+                if load.0 > 0 {
+                    cost.observe(load.0, load.1 / load.0, ms);
+                }
+                (logits, ms)
+            };
+            round.own_ms += ms;
+            self.finish_round(cost, cat, &mut active, round, logits, ms)?;
+        }
+        Ok(())
+    }
+
+    /// One search per prompt of `pre`, each with the plan chosen for it.
+    fn searches(
+        &mut self,
+        pre: &Prefilled,
+        opts: &BeamOptions,
+    ) -> Result<Vec<Search>, EngineError> {
         let draft_ms = pre.draft.as_ref().map_or(0.0, |d| d.1);
         if opts.draft.is_some() && pre.draft.is_none() {
             return Err(EngineError::InvalidRequest(
@@ -132,7 +192,7 @@ impl<'a> BeamRunner<'a> {
             ));
         }
         let plan = self.plan(opts);
-        let mut searches: Vec<Search> = pre
+        Ok(pre
             .prompts
             .iter()
             .enumerate()
@@ -162,17 +222,7 @@ impl<'a> BeamRunner<'a> {
                 }
                 s
             })
-            .collect();
-        while searches.iter().any(|s| !s.is_done()) {
-            let mut active: Vec<&mut Search> =
-                searches.iter_mut().filter(|s| !s.is_done()).collect();
-            self.round(cat, &mut active)?;
-            self.cut_dear_drafts(&mut active);
-        }
-        for s in &searches {
-            self.observe(s);
-        }
-        Ok(searches.into_iter().map(Search::into_output).collect())
+            .collect())
     }
 
     fn check(
@@ -239,9 +289,15 @@ impl<'a> BeamRunner<'a> {
         Ok(())
     }
 
-    /// Every prompt through the target (and the draft when speculating) in one forward.
-    fn round(&mut self, cat: &Catalogue, active: &mut [&mut Search]) -> Result<(), EngineError> {
-        let round_started = Instant::now();
+    /// A round up to its target forward: the draft's beams, every live beam's tree, and
+    /// drafting dropped where the cost curve prices the round out.
+    fn prepare_round(
+        &mut self,
+        cost: &CostModel,
+        cat: &Catalogue,
+        active: &mut [&mut Search],
+    ) -> Result<Round, EngineError> {
+        let started = Instant::now();
         let mut plans: Vec<Plan> = active.iter().map(|s| s.plan).collect();
         let sizes: Vec<(usize, usize)> = plans.iter().map(|p| (p.beams, p.steps)).collect();
         let mut draft_rows = vec![0; active.len()];
@@ -251,8 +307,9 @@ impl<'a> BeamRunner<'a> {
             let (trees, work) = draft_round(d, self.draft_scoring, cat, active, &sizes)?;
             if work.forwards > 0 {
                 let per = started.elapsed().as_secs_f64() * 1e3 / work.forwards as f64;
+                let ctx = mean_ctx(active);
                 for &rows in &work.sizes {
-                    self.draft_cost.observe(rows, per);
+                    self.draft_cost.observe(rows, ctx, per);
                 }
             }
             let ms = started.elapsed().as_secs_f64() * 1e3;
@@ -276,7 +333,7 @@ impl<'a> BeamRunner<'a> {
         let mut target_rows: Vec<usize> = trees.iter().map(|ts| rows_of(ts)).collect();
         for (s, search) in active.iter_mut().enumerate() {
             let price = match drafted[s] {
-                Some(_) => self.priced_out(search, &trees[s], target_rows[s]),
+                Some(_) => self.priced_out(cost, search, &trees[s], target_rows[s]),
                 None => None,
             };
             if let Some(price) = price {
@@ -289,89 +346,124 @@ impl<'a> BeamRunner<'a> {
                 target_rows[s] = rows_of(&trees[s]);
             }
         }
-        self.forward_trees(active, &mut trees)?;
+        Ok(Round {
+            plans,
+            sizes,
+            draft_rows,
+            drafted,
+            trees,
+            target_rows,
+            own_ms: started.elapsed().as_secs_f64() * 1e3,
+        })
+    }
+
+    /// The rest of a round once its forward's `logits` (in the order of [`round_inputs`])
+    /// are in: verification, statistics, and drafting cut where it proved dear. `ms` is
+    /// the forward's wall time (shared with whatever else it ran).
+    fn finish_round(
+        &mut self,
+        cost: &CostModel,
+        cat: &Catalogue,
+        active: &mut [&mut Search],
+        mut round: Round,
+        logits: Vec<Logits>,
+        ms: f64,
+    ) -> Result<(), EngineError> {
+        let started = Instant::now();
+        let mut logits = logits.into_iter();
+        for (s, (search, ts)) in active.iter_mut().zip(round.trees.iter_mut()).enumerate() {
+            let rows = round.target_rows[s];
+            if rows > 0 {
+                search.stats.target_forwards += 1;
+                search.stats.target_rows += rows;
+                search.stats.forward_ms += ms;
+            }
+            for tree in ts.iter_mut().filter(|t| !t.nodes.is_empty()) {
+                tree.logits = Some(logits.next().expect("a logits per tree"));
+            }
+        }
+        let ctx = mean_ctx(active);
         for (s, search) in active.iter_mut().enumerate() {
-            let started = Instant::now();
+            let verify_started = Instant::now();
             let input = RoundInput {
-                trees: &trees[s],
-                drafted: drafted[s].as_ref(),
+                trees: &round.trees[s],
+                drafted: round.drafted[s].as_ref(),
                 cat,
             };
             let steps = verify_round(search, &input)?;
-            search.stats.verify_ms += started.elapsed().as_secs_f64() * 1e3;
+            search.stats.verify_ms += verify_started.elapsed().as_secs_f64() * 1e3;
             search.stats.rounds += 1;
             search.stats.steps += steps;
-            let plan = plans[s];
+            let plan = round.plans[s];
             if plan.steps > 0 {
                 search.stats.drafted_rounds += 1;
                 search.stats.accepted_steps += (steps - 1).min(plan.steps);
             }
-            let cost = if self.modeled {
-                let t = self.target_cost.estimate(target_rows[s].max(1), 1.0);
+            search.cost += if self.modeled {
+                let t = cost.relative(round.target_rows[s].max(1), ctx);
                 // (A round priced out before its forward still paid for its draft.)
-                let drafted_steps = sizes[s].1;
-                let d = if draft_rows[s] > 0 {
-                    DRAFT_SHARE * self.draft_cost.estimate(draft_rows[s], 1.0)
+                let drafted_steps = round.sizes[s].1;
+                let d = if round.draft_rows[s] > 0 {
+                    DRAFT_SHARE * self.draft_cost.relative(round.draft_rows[s], ctx)
                         + DRAFT_SHARE * drafted_steps.saturating_sub(1) as f64
                 } else {
                     0.0
                 };
                 t + d
             } else {
-                round_started.elapsed().as_secs_f64() * 1e3
+                round.own_ms + started.elapsed().as_secs_f64() * 1e3
             };
-            search.cost += cost;
         }
+        self.cut_dear_drafts(active);
         Ok(())
     }
+}
 
-    /// One target forward of every non-empty tree, each node's logits kept.
-    fn forward_trees(
-        &mut self,
-        active: &mut [&mut Search],
-        trees: &mut [Vec<BeamTree>],
-    ) -> Result<(), EngineError> {
-        let mut inputs: Vec<SeqInput<'_>> = Vec::new();
-        let mut owners = Vec::new();
-        for (s, (search, ts)) in active.iter_mut().zip(trees.iter()).enumerate() {
-            let mut rows = 0;
-            for (b, (beam, tree)) in search.live.iter_mut().zip(ts).enumerate() {
-                if tree.nodes.is_empty() {
-                    continue;
-                }
-                rows += tree.nodes.len();
-                owners.push((s, b));
-                inputs.push(SeqInput {
-                    seq: &mut beam.target.seq,
-                    nodes: &tree.nodes,
-                    want: Want::All,
-                });
+/// A round between its drafting and its target forward.
+pub(crate) struct Round {
+    plans: Vec<Plan>,
+    sizes: Vec<(usize, usize)>,
+    draft_rows: Vec<usize>,
+    drafted: Vec<Option<DraftTree>>,
+    trees: Vec<Vec<BeamTree>>,
+    target_rows: Vec<usize>,
+    /// Milliseconds spent on the round by itself: drafting, building trees and (once in)
+    /// the target forward; a shared forward's other rows are not the search's cost.
+    own_ms: f64,
+}
+
+/// The round's target forward inputs: every non-empty tree of every search, each node's
+/// logits wanted; and the rows with their summed context.
+fn round_inputs<'s>(
+    active: impl Iterator<Item = &'s mut Search>,
+    round: &'s Round,
+) -> (Vec<SeqInput<'s>>, (usize, usize)) {
+    let mut inputs = Vec::new();
+    let (mut rows, mut ctx) = (0, 0);
+    for (search, ts) in active.zip(&round.trees) {
+        for (beam, tree) in search.live.iter_mut().zip(ts) {
+            if tree.nodes.is_empty() {
+                continue;
             }
-            if rows > 0 {
-                search.stats.target_forwards += 1;
-                search.stats.target_rows += rows;
-            }
+            rows += tree.nodes.len();
+            ctx += tree.nodes.len() * beam.target.seq.len();
+            inputs.push(SeqInput {
+                seq: &mut beam.target.seq,
+                nodes: &tree.nodes,
+                want: Want::All,
+            });
         }
-        if inputs.is_empty() {
-            return Ok(());
-        }
-        let rows: usize = inputs.iter().map(|i| i.nodes.len()).sum();
-        let started = Instant::now();
-        let logits = self.target.forward(&mut inputs)?;
-        let ms = started.elapsed().as_secs_f64() * 1e3;
-        self.target_cost.observe(rows, ms);
-        drop(inputs);
-        let mut timed = vec![false; active.len()];
-        for &(s, _) in &owners {
-            if !std::mem::replace(&mut timed[s], true) {
-                active[s].stats.forward_ms += ms;
-            }
-        }
-        for ((s, b), l) in owners.into_iter().zip(logits) {
-            trees[s][b].logits = Some(l);
-        }
-        Ok(())
     }
+    (inputs, (rows, ctx))
+}
+
+/// The mean context a round's live beams attend to.
+fn mean_ctx(active: &[&mut Search]) -> usize {
+    let (n, sum) = active
+        .iter()
+        .flat_map(|s| &s.live)
+        .fold((0, 0), |(n, sum), b| (n + 1, sum + b.target.seq.len()));
+    sum / n.max(1)
 }
 
 /// Every live beam's share of a search's forward: its pending tokens, what `drafted`

@@ -1,8 +1,9 @@
 //! What a forward costs: learned from the verify forwards actually timed, by row count
 //! and context length.
 
-/// Largest forward (rows, all sequences of a batch) the cost curve tracks.
-const MAX_NODES: usize = 512;
+/// Largest forward (rows, all sequences of a batch) the cost curve tracks; larger ones
+/// (a wide beam search's rounds) are priced along the slope at the largest.
+const MAX_NODES: usize = 1024;
 
 /// Context lengths separating the cost curves: attention makes every extra row cost
 /// more the longer the context it attends to.
@@ -107,7 +108,11 @@ impl CostModel {
     /// observed ratio where known, else the prior scaled by how far this context's
     /// observations depart from it.
     pub fn relative(&self, rows: usize, ctx: usize) -> f64 {
-        let rows = rows.clamp(1, MAX_NODES);
+        if rows > MAX_NODES {
+            // Past the largest tracked: compute bound, each row as dear as the average one.
+            return self.relative(MAX_NODES, ctx) * rows as f64 / MAX_NODES as f64;
+        }
+        let rows = rows.max(1);
         let b = ctx_bucket(ctx);
         let Some(base) = self.base(b) else {
             return prior(rows, b);
@@ -116,6 +121,20 @@ impl CostModel {
             return (m / base).max(1.0);
         }
         (prior(rows, b) * self.scale[b]).max(1.0)
+    }
+}
+
+impl CostModel {
+    /// Milliseconds of a forward over `rows` rows at context `ctx`, once a forward at that
+    /// context was timed.
+    pub fn ms(&self, rows: usize, ctx: usize) -> Option<f64> {
+        Some(self.one_row_ms(ctx)? * self.relative(rows, ctx))
+    }
+
+    /// The milliseconds observed (an EMA) for forwards of exactly `rows` rows at context
+    /// `ctx`, if any ran.
+    pub fn observed(&self, rows: usize, ctx: usize) -> Option<f64> {
+        self.ms.get(rows).and_then(|m| m[ctx_bucket(ctx)])
     }
 }
 

@@ -9,6 +9,7 @@ mod beam;
 mod common;
 mod draft_model;
 mod fake;
+mod scheduled_beams;
 
 /// The models this tier runs the any-model tests on.
 mod models {

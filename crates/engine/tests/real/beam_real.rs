@@ -177,3 +177,60 @@ fn a_catalogue_scored_draft_keeps_strict_search_exact_on_the_real_model() {
         assert!(o.items.iter().all(|r| r.score.is_finite()));
     }
 }
+
+/// A recommendation run by the scheduler beside a chat (its rows in the chat's forwards,
+/// its prompt read in chunks) returns the list the runner returns alone, in every mode,
+/// and the chat writes what it writes alone.
+#[test]
+fn a_search_scheduled_beside_a_chat_returns_the_runners_list_on_the_real_model() {
+    use specdec_engine::budget::CostModel;
+    use specdec_engine::{Engine, GenerateRequest, Outcome, Scheduler};
+
+    let f = common::fixture();
+    let cat = std::sync::Arc::new(catalogue(f));
+    let history = prompt(
+        f,
+        &[
+            "Seven (Se7en) (1995)",
+            "Usual Suspects, The (1995)",
+            "Taxi Driver (1976)",
+        ],
+    );
+    let chat = GenerateRequest::new(common::chat(f, "Tell me about your favourite film."), 48);
+    let chat_alone = Engine::new(&f.model, &f.tokenizer)
+        .generate(&chat, &mut |_| true)
+        .unwrap()
+        .token_ids;
+    for opts in [
+        BeamOptions::plain(6),
+        BeamOptions::jump_forward(6),
+        BeamOptions::speculative(6, BeamVerify::Strict),
+        BeamOptions::speculative(6, BeamVerify::Relaxed { seed: 4 }),
+    ] {
+        let alone = BeamRunner::new(&f.model, Some(&f.model))
+            .unwrap()
+            .frozen()
+            .run(&cat, std::slice::from_ref(&history), &opts)
+            .unwrap();
+        let runner = BeamRunner::new(&f.model, Some(&f.model)).unwrap().frozen();
+        let engine = Engine::new(&f.model, &f.tokenizer).with_cost_model(CostModel::frozen());
+        let mut sched = Scheduler::new(engine, 4).with_beams(runner);
+        sched
+            .admit(chat.clone(), Box::new(|_: &str| true), (), None)
+            .unwrap();
+        sched
+            .admit_search(cat.clone(), vec![history.clone()], opts.clone(), (), None)
+            .unwrap();
+        let (mut text, mut ranked) = (None, None);
+        for fin in sched.drain(&mut |_, _| {}) {
+            match fin.outcome {
+                Outcome::Done(out) => text = Some(out.token_ids),
+                Outcome::Ranked(outs) => ranked = Some(outs),
+                other => panic!("{other:?}"),
+            }
+        }
+        let ranked = ranked.expect("the search ended");
+        assert_eq!(ranked[0].items, alone[0].items, "{opts:?}");
+        assert_eq!(text.as_ref(), Some(&chat_alone), "{opts:?}");
+    }
+}

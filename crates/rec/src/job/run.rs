@@ -332,6 +332,10 @@ pub fn execute(
                     fail(&mut summary, &mut replay, &task, &"ran past a deadline")
                 }
                 Outcome::Failed(e) => fail(&mut summary, &mut replay, &task, &e),
+                // This scheduler runs no beam searches.
+                Outcome::Ranked(_) | Outcome::Unranked { .. } => {
+                    fail(&mut summary, &mut replay, &task, &"not a generation")
+                }
             }
         }
         progress.update(&summary);

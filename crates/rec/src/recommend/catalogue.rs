@@ -32,7 +32,7 @@ pub const CACHE_SUBDIR: &str = "catalogue";
 /// The catalogue: titles, their item ids, and the trie over their token sequences.
 #[derive(Clone, Debug)]
 pub struct ItemCatalogue {
-    trie: Catalogue,
+    trie: std::sync::Arc<Catalogue>,
     titles: Vec<String>,
     /// Per entry, its item ids ascending (empty for a catalogue read from titles alone).
     item_ids: Vec<Vec<u32>>,
@@ -116,7 +116,7 @@ impl ItemCatalogue {
             .flat_map(|(e, ids)| ids.iter().map(move |&id| (id, e)))
             .collect();
         Ok(ItemCatalogue {
-            trie,
+            trie: std::sync::Arc::new(trie),
             titles: entries.titles,
             item_ids: entries.item_ids,
             by_title,
@@ -128,6 +128,11 @@ impl ItemCatalogue {
     /// The trie; its entry `e` is this catalogue's entry `e`.
     pub fn trie(&self) -> &Catalogue {
         &self.trie
+    }
+
+    /// The trie, shared: what a search the scheduler runs holds while it runs.
+    pub fn shared_trie(&self) -> std::sync::Arc<Catalogue> {
+        self.trie.clone()
     }
 
     /// Number of entries (distinct titles).

@@ -42,6 +42,7 @@ impl BeamRunner<'_> {
     /// priced.
     pub(super) fn priced_out(
         &self,
+        cost: &CostModel,
         search: &Search,
         trees: &[BeamTree],
         rows: usize,
@@ -52,10 +53,16 @@ impl BeamRunner<'_> {
         let best = Self::chooser_key(search)
             .and_then(|k| self.choosers.get(&k))
             .and_then(|c| c.best_other(search.chosen))?;
+        let ctx = search
+            .live
+            .iter()
+            .map(|b| b.target.seq.len())
+            .sum::<usize>()
+            / search.live.len().max(1);
         let forward = if self.modeled {
-            self.target_cost.estimate(rows.max(1), 1.0)
+            cost.relative(rows.max(1), ctx)
         } else {
-            self.target_cost.ms(rows)?
+            cost.ms(rows, ctx)?
         };
         let need = if search.stats.rounds == 0 {
             search.opts.k
