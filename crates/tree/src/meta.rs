@@ -19,6 +19,8 @@ pub enum Source {
     History,
     /// A draft model.
     Model,
+    /// The only continuation a catalogue allows (beam search's jump-forward).
+    Catalogue,
 }
 
 impl Source {
@@ -33,6 +35,7 @@ impl Source {
             Source::Suffix => "suffix",
             Source::History => "history",
             Source::Model => "model",
+            Source::Catalogue => "catalogue",
         }
     }
 }

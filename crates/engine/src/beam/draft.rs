@@ -1,6 +1,7 @@
 //! The draft's side of a round: constrained beam search with N beams for gamma steps from
 //! the target's live beams, batched over every search that drafts this round.
 
+use specdec_drafters::{Meta, Source, TokenTree};
 use specdec_runtime::{Node, SeqInput, Target, Want};
 use specdec_verify::beam::{
     log_normaliser, log_sum_exp, sample_without_replacement, top_k, Candidate,
@@ -11,13 +12,10 @@ use super::side::Side;
 use super::{Catalogue, DraftScoring, TrieNode};
 use crate::EngineError;
 
-/// A drafted (beam, token) pair.
+/// What beam search keeps of a drafted (beam, token) pair beside its node in the tree.
 pub(crate) struct DNode {
     /// The live beam it descends from.
     pub beam: usize,
-    /// Its parent draft node (`None`: the beam itself).
-    pub parent: Option<usize>,
-    pub token: u32,
     pub trie: TrieNode,
     /// The draft's cumulative log-probability (from the beam's target score).
     pub score: f64,
@@ -26,11 +24,26 @@ pub(crate) struct DNode {
     pub side: Option<Side>,
 }
 
-/// What one search drafted this round.
+/// What one search drafted this round: the engine's [`TokenTree`] of drafted tokens (a
+/// root per first-step pair, below the beam it extends; each node from the model with
+/// its log-probability) and a side table keyed by node.
 pub(crate) struct DraftTree {
     /// Per live beam, the draft's state after the beam and its forced extra tokens.
     pub roots: Vec<Side>,
+    pub tree: TokenTree,
     pub nodes: Vec<DNode>,
+}
+
+impl DraftTree {
+    /// Node `i`'s parent draft node (`None`: the beam itself).
+    pub fn parent(&self, i: usize) -> Option<usize> {
+        self.tree.parent(i)
+    }
+
+    /// Node `i`'s token.
+    pub fn token(&self, i: usize) -> u32 {
+        self.tree.token(i)
+    }
 }
 
 /// A side that drafts from at some step: a beam's root or a draft node.
@@ -72,6 +85,7 @@ pub(crate) fn draft_round(
                             .advanced(&b.target.extra)
                     })
                     .collect(),
+                tree: TokenTree::new(),
                 nodes: Vec::new(),
             })
         })
@@ -273,13 +287,17 @@ fn expand(
             .ends_entry(child)
             .is_none()
             .then(|| side(tree, from).advanced(&[c.token]));
+        let (parent, parent_score) = match from {
+            From::Root(b) => (None, search.live[b].score),
+            From::Node(p) => (Some(p as u32), tree.nodes[p].score),
+        };
+        let meta = Meta {
+            logprob: Some((c.score - parent_score) as f32),
+            ..Meta::drafted(Source::Model, 0.0)
+        };
+        tree.tree.push(c.token, parent, meta);
         tree.nodes.push(DNode {
             beam,
-            parent: match from {
-                From::Root(_) => None,
-                From::Node(p) => Some(p),
-            },
-            token: c.token,
             trie: child,
             score: c.score,
             step,

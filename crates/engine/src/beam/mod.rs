@@ -11,7 +11,6 @@
 mod catalogue;
 mod draft;
 mod options;
-mod policy;
 mod round;
 mod run;
 mod scoring;
@@ -19,9 +18,9 @@ mod search;
 mod side;
 mod tree;
 
+pub use crate::budget::PlanReport;
 pub use catalogue::{Catalogue, TrieNode};
 pub use options::{BeamOptions, BeamOutput, BeamStats, BeamVerify, DraftPlan, Ranked};
-pub use policy::PlanReport;
 pub use run::{BeamRunner, BeamTask, Prefilled};
 pub use scoring::{DraftScoring, DRAFT_SCORING_KEY};
 pub use specdec_verify::beam::log_normaliser;

@@ -203,7 +203,7 @@ fn pick(
         for (i, cand) in mine.map(|i| (i, &cands[i])) {
             let drafted = match child_pos(search, input, c, cand.token) {
                 Some((Pos::Node(n), _)) => {
-                    matches!(input.trees[c.origin].kind[n], Kind::Drafted(_))
+                    matches!(input.trees[c.origin].kind(n), Kind::Drafted(_))
                 }
                 // Forced, or known ahead: the only allowed token.
                 Some(_) => false,
@@ -242,9 +242,8 @@ fn drafted_end(input: &RoundInput<'_>, c: &Cursor, token: u32) -> bool {
         DraftBase::Node(i) => Some(i),
         DraftBase::Origin => return false,
     };
-    d.nodes
-        .iter()
-        .any(|n| n.beam == c.origin && n.parent == parent && n.token == token)
+    (0..d.nodes.len())
+        .any(|i| d.nodes[i].beam == c.origin && d.parent(i) == parent && d.token(i) == token)
 }
 
 /// The draft's logits at the cursor's position, when the draft computed them.
@@ -296,7 +295,7 @@ fn child_pos(
 }
 
 fn node_draft(tree: &BeamTree, n: usize, c: &Cursor, token: u32) -> (DraftBase, Vec<u32>) {
-    match tree.kind[n] {
+    match tree.kind(n) {
         Kind::Drafted(d) => (DraftBase::Node(d), Vec::new()),
         _ => {
             let mut extra = c.draft.1.clone();
@@ -346,10 +345,7 @@ fn materialize(search: &Search, input: &RoundInput<'_>, c: &Cursor) -> Result<Be
                 seq: origin.target.seq.branch(&path)?,
                 pending: Vec::new(),
                 ahead: path[at..].iter().map(|&n| Row::new(logits, n)).collect(),
-                extra: path[at + 1..]
-                    .iter()
-                    .map(|&n| tree.nodes[n].token)
-                    .collect(),
+                extra: path[at + 1..].iter().map(|&n| tree.token(n)).collect(),
             }
         }
     };

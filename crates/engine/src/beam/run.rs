@@ -10,13 +10,13 @@ use std::time::Instant;
 use specdec_runtime::{Logits, Node, SeqInput, Sequence, Target, Want};
 
 use super::draft::{draft_round, DraftTree};
-use super::policy::{Plan, PlanChooser, PlanReport};
 use super::round::{verify_round, RoundInput};
 use super::search::{Beam, Search};
 use super::side::{Row, Side};
 use super::tree::BeamTree;
 use super::{BeamOptions, BeamOutput, Catalogue, DraftScoring};
 use crate::budget::CostModel;
+use crate::budget::{Plan, PlanChooser, PlanReport};
 use crate::EngineError;
 
 mod choice;
@@ -378,7 +378,7 @@ impl<'a> BeamRunner<'a> {
                 search.stats.target_rows += rows;
                 search.stats.forward_ms += ms;
             }
-            for tree in ts.iter_mut().filter(|t| !t.nodes.is_empty()) {
+            for tree in ts.iter_mut().filter(|t| !t.is_empty()) {
                 tree.logits = Some(logits.next().expect("a logits per tree"));
             }
         }
@@ -442,14 +442,14 @@ fn round_inputs<'s>(
     let (mut rows, mut ctx) = (0, 0);
     for (search, ts) in active.zip(&round.trees) {
         for (beam, tree) in search.live.iter_mut().zip(ts) {
-            if tree.nodes.is_empty() {
+            if tree.is_empty() {
                 continue;
             }
-            rows += tree.nodes.len();
-            ctx += tree.nodes.len() * beam.target.seq.len();
+            rows += tree.len();
+            ctx += tree.len() * beam.target.seq.len();
             inputs.push(SeqInput {
                 seq: &mut beam.target.seq,
-                nodes: &tree.nodes,
+                nodes: tree.nodes(),
                 want: Want::All,
             });
         }
@@ -488,5 +488,5 @@ fn beam_trees(
 }
 
 fn rows_of(trees: &[BeamTree]) -> usize {
-    trees.iter().map(|t| t.nodes.len()).sum()
+    trees.iter().map(BeamTree::len).sum()
 }

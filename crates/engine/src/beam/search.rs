@@ -2,9 +2,9 @@
 
 use specdec_verify::Rng;
 
-use super::policy::Plan;
 use super::side::Side;
 use super::{BeamOptions, BeamOutput, BeamStats, Catalogue, Ranked, TrieNode};
+use crate::budget::Plan;
 
 /// A live beam: the catalogue tokens written so far, the trie node they reach, their
 /// cumulative log-probability, and the beam's state on the target and the draft.

@@ -1,8 +1,12 @@
 //! The nodes one beam puts in a target forward: its pending tokens, the draft's beams
-//! below it and the tokens the catalogue forces after them.
+//! below it and the tokens the catalogue forces after them. They form the engine's one
+//! [`TokenTree`] (a pending token is a root node, a drafted one comes from the model
+//! with its log-probability, a forced one from the catalogue); what only beam search
+//! needs is a side table keyed by node.
 
 use std::collections::HashMap;
 
+use specdec_drafters::{Meta, Source, TokenTree};
 use specdec_runtime::{Logits, Node};
 
 use super::draft::DraftTree;
@@ -24,8 +28,9 @@ pub(crate) enum Kind {
 /// Positions: `None` is the beam itself when it has no pending tokens (its logits are
 /// known ahead); with pending tokens the beam is at its last pending node.
 pub(crate) struct BeamTree {
-    pub nodes: Vec<Node>,
-    pub kind: Vec<Kind>,
+    tree: TokenTree,
+    /// Per node, the draft node it is (drafted nodes only).
+    drafted: Vec<Option<usize>>,
     /// The trie node each node's token leads to.
     pub trie: Vec<TrieNode>,
     kids: HashMap<(Option<usize>, u32), usize>,
@@ -52,8 +57,8 @@ impl BeamTree {
         forced_after_draft: usize,
     ) -> BeamTree {
         let mut t = BeamTree {
-            nodes: Vec::new(),
-            kind: Vec::new(),
+            tree: TokenTree::new(),
+            drafted: Vec::new(),
             trie: Vec::new(),
             kids: HashMap::new(),
             last_kid: Vec::new(),
@@ -69,7 +74,7 @@ impl BeamTree {
         for (i, &tok) in pending.iter().enumerate() {
             // Only the last pending node is a position of the beam; its trie node is the
             // beam's.
-            t.push(tok, i.checked_sub(1), Kind::Pending, beam.trie);
+            t.push(tok, i.checked_sub(1), None, Meta::root(), beam.trie);
         }
         let anchor = pending.len().checked_sub(1);
         let anchor_trie = if anchor.is_some() {
@@ -83,17 +88,18 @@ impl BeamTree {
                 if n.beam != beam_index || n.side.is_none() {
                     continue;
                 }
-                let parent = match n.parent {
+                let parent = match d.parent(i) {
                     None => anchor,
                     Some(p) => match at[p] {
                         Some(idx) => Some(idx),
                         None => continue,
                     },
                 };
-                if t.nodes.len() >= room {
+                if t.len() >= room {
                     break;
                 }
-                at[i] = Some(t.push(n.token, parent, Kind::Drafted(i), n.trie));
+                let meta = d.tree.meta()[i];
+                at[i] = Some(t.push(d.token(i), parent, Some(i), meta, n.trie));
             }
         }
         if forced > 0 {
@@ -102,8 +108,8 @@ impl BeamTree {
                 leaves.push((anchor, anchor_trie, forced));
             }
             if forced_after_draft > 0 {
-                for i in 0..t.nodes.len() {
-                    if t.kind[i] != Kind::Pending && !t.has_kids(Some(i)) {
+                for i in 0..t.len() {
+                    if t.kind(i) != Kind::Pending && !t.has_kids(Some(i)) {
                         leaves.push((Some(i), t.trie[i], forced_after_draft.min(forced)));
                     }
                 }
@@ -111,11 +117,12 @@ impl BeamTree {
             for (mut at, trie, cap) in leaves {
                 let mut node = trie;
                 for tok in cat.forced(trie).into_iter().take(cap) {
-                    if t.nodes.len() >= room {
+                    if t.len() >= room {
                         break;
                     }
                     node = cat.child(node, tok).expect("forced tokens follow the trie");
-                    at = Some(t.push(tok, at, Kind::Forced, node));
+                    let meta = Meta::drafted(Source::Catalogue, 1.0);
+                    at = Some(t.push(tok, at, None, meta, node));
                 }
             }
         }
@@ -126,7 +133,7 @@ impl BeamTree {
     /// have logits in it: the `ahead` forced steps already computed, then the tree's
     /// drafted and forced nodes by depth (pending nodes are the beam itself, depth 0).
     pub fn depth_counts(&self, ahead: usize, counts: &mut Vec<usize>) {
-        let mut depth = vec![0usize; self.nodes.len()];
+        let mut depth = vec![0usize; self.len()];
         let bump = |counts: &mut Vec<usize>, j: usize| {
             if counts.len() <= j {
                 counts.resize(j + 1, 0);
@@ -136,26 +143,29 @@ impl BeamTree {
         for j in 1..=ahead {
             bump(counts, j);
         }
-        for i in 0..self.nodes.len() {
-            if self.kind[i] == Kind::Pending {
+        for i in 0..self.len() {
+            if self.kind(i) == Kind::Pending {
                 continue;
             }
-            depth[i] = 1 + self.nodes[i].parent.map_or(0, |p| depth[p as usize]);
+            depth[i] = 1 + self.tree.parent(i).map_or(0, |p| depth[p]);
             bump(counts, ahead + depth[i]);
         }
     }
 
-    fn push(&mut self, token: u32, parent: Option<usize>, kind: Kind, trie: TrieNode) -> usize {
-        let i = self.nodes.len();
-        self.nodes.push(Node {
-            token,
-            parent: parent.map(|p| p as u32),
-        });
-        self.kind.push(kind);
+    fn push(
+        &mut self,
+        token: u32,
+        parent: Option<usize>,
+        drafted: Option<usize>,
+        meta: Meta,
+        trie: TrieNode,
+    ) -> usize {
+        let i = self.tree.push(token, parent.map(|p| p as u32), meta) as usize;
+        self.drafted.push(drafted);
         self.trie.push(trie);
         self.last_kid.push(None);
         self.kid_count.push(0);
-        if kind != Kind::Pending {
+        if meta.source != Source::Root {
             self.kids.insert((parent, token), i);
             match parent {
                 Some(p) => {
@@ -166,6 +176,35 @@ impl BeamTree {
             }
         }
         i
+    }
+
+    /// What node `i` is.
+    pub fn kind(&self, i: usize) -> Kind {
+        match (self.tree.meta()[i].source, self.drafted[i]) {
+            (Source::Root, _) => Kind::Pending,
+            (_, Some(d)) => Kind::Drafted(d),
+            _ => Kind::Forced,
+        }
+    }
+
+    /// The nodes, parents before children: what the forward runs.
+    pub fn nodes(&self) -> &[Node] {
+        self.tree.nodes()
+    }
+
+    /// Number of nodes.
+    pub fn len(&self) -> usize {
+        self.tree.len()
+    }
+
+    /// Whether the beam puts nothing in the forward.
+    pub fn is_empty(&self) -> bool {
+        self.tree.is_empty()
+    }
+
+    /// The token of node `i`.
+    pub fn token(&self, i: usize) -> u32 {
+        self.tree.token(i)
     }
 
     fn has_kids(&self, at: Option<usize>) -> bool {
@@ -183,21 +222,14 @@ impl BeamTree {
     /// The only node below `i` when it is a forced one.
     pub fn forced_kid(&self, i: usize) -> Option<usize> {
         match self.last_kid[i] {
-            Some(j) if self.kid_count[i] == 1 && self.kind[j] == Kind::Forced => Some(j),
+            Some(j) if self.kid_count[i] == 1 && self.kind(j) == Kind::Forced => Some(j),
             _ => None,
         }
     }
 
     /// Node indices from a root down to `i`.
     pub fn chain(&self, i: usize) -> Vec<usize> {
-        let mut path = vec![i];
-        let mut at = i;
-        while let Some(p) = self.nodes[at].parent {
-            at = p as usize;
-            path.push(at);
-        }
-        path.reverse();
-        path
+        self.tree.path_to(i)
     }
 
     pub fn row(&self, i: usize) -> &[f32] {

@@ -28,8 +28,9 @@ pub(super) fn source_index(s: Source) -> usize {
         Source::Suffix => 4,
         Source::Model => 5,
         Source::History => 6,
-        // Never drafted (the root is not keyed); a slot of its own all the same.
-        Source::Root => 7,
+        // Never drafted for text (the root is not keyed; forced tokens are beam search's):
+        // a slot of their own all the same.
+        Source::Root | Source::Catalogue => 7,
     }
 }
 

@@ -9,12 +9,18 @@
 //! The cost curve is learned from the verify forwards actually timed. When no draft is
 //! expected to pay, nothing is drafted and the step is plain decoding, with an occasional
 //! small probe so a change in the text (a copied passage starting) is noticed.
+//!
+//! Beam searches draw their draft plans from here too (`beam_plans`), priced on the same
+//! cost model: a plan per search, chosen by what each plan measured per beam step.
 
 mod acceptance;
+mod beam_plans;
 mod cost;
 mod policy;
 
 pub use acceptance::{AcceptanceMemories, AcceptanceMemory};
+pub use beam_plans::PlanReport;
+pub(crate) use beam_plans::{Plan, PlanChooser};
 pub use cost::{BatchLoad, CostModel};
 pub use policy::BudgetPolicy;
 

@@ -1,5 +1,5 @@
 //! Which plan a search runs: chosen per search from what the plans measured, priced
-//! before each drafted round's forward, cut when it proves dear (see `policy`).
+//! before each drafted round's forward, cut when it proves dear (see `budget::beam_plans`).
 
 use super::*;
 

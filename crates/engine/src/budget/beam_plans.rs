@@ -1,5 +1,8 @@
-//! Choosing a search's draft plan from what the plans measured over whole searches, learned
-//! across the searches a runner serves.
+//! Draft size for beam searches: choosing a search's draft plan (draft beams N, drafted
+//! steps gamma, forced tokens after the draft's leaves) from what the plans measured over
+//! whole searches, learned across the searches a runner serves. Text drafts are sized per
+//! step and per node (`policy`); a beam round's value depends on the rounds after it, so
+//! beams are sized per search, on the same cost model.
 //!
 //! An analytic model (acceptance times a cost curve) got this machine wrong: on a CPU a
 //! forward's rows cost compute, and whether forced tokens after the draft's leaves pay
@@ -26,7 +29,7 @@
 
 /// One way to run a round.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Plan {
+pub struct Plan {
     /// Draft beams per drafted step (N) and drafted steps (gamma; 0: no draft).
     pub beams: usize,
     pub steps: usize,
@@ -67,7 +70,7 @@ struct Seen {
 
 /// Plans and what each measured.
 #[derive(Clone, Debug)]
-pub(crate) struct PlanChooser {
+pub struct PlanChooser {
     plans: Vec<Plan>,
     seen: Vec<Seen>,
     /// Plans handed out so far.
@@ -82,7 +85,7 @@ const TRIALS: usize = 2;
 const RATE: f64 = 0.1;
 /// How much dearer per step than the best other plan a drafting search may run before it
 /// stops drafting.
-pub(crate) const CUT: f64 = 1.25;
+pub const CUT: f64 = 1.25;
 
 impl PlanChooser {
     /// No draft, then for each gamma up to `max_steps`: without and with forced tokens
