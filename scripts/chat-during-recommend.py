@@ -3,7 +3,8 @@
 
 Streams one chat alone, then the same chat while RECS recommendations run beside it
 (started just after the chat's first chunk), and prints each run's median and longest gap
-between chunks and their ratio. Standard library only.
+between chunks and their ratio; then the same recommendations without the chat, for
+their own wall time. Standard library only.
 
     specdec serve --model smollm2-135m --catalogue movielens --max-concurrent 4 --port 8080 &
     python3 scripts/chat-during-recommend.py --port 8080 [--recs 3] [--k 20] [--repeats 3]
@@ -33,9 +34,18 @@ def post(port, path, body, stream=False):
     return conn, resp
 
 
+def served_model(port):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    conn.request("GET", "/v1/models")
+    models = json.loads(conn.getresponse().read())
+    conn.close()
+    return models["data"][0]["id"]
+
+
 def stream_chat(port, max_tokens, on_first=None):
     """Arrival times of the chat's content chunks."""
     body = {
+        "model": served_model(port),
         "messages": [{"role": "user", "content": "Write a long story about a lighthouse keeper."}],
         "max_tokens": max_tokens,
         "temperature": 0,
@@ -101,6 +111,17 @@ def main():
         print(f"{label:<24} {len(times):>6} {med * 1e3:>10.1f} {top * 1e3:>11.1f} {top / med:>6.1f}")
         for secs, spec in done:
             print(f"    recommend: {secs:.2f} s, {spec['target_forwards']} target forwards ({spec['mode']})")
+        alone, threads = [], []
+        started = time.perf_counter()
+        for i in range(args.recs):
+            h = HISTORIES[i % len(HISTORIES)]
+            t = threading.Thread(target=recommend, args=(args.port, h, args.k, alone))
+            t.start()
+            threads.append(t)
+        for t in threads:
+            t.join()
+        wall = time.perf_counter() - started
+        print(f"    {args.recs} recommendations without the chat: all answered in {wall:.2f} s")
 
 
 if __name__ == "__main__":

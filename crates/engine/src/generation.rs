@@ -330,6 +330,11 @@ impl<'a> Generation<'a> {
         Some(StepInput::Decode(tree, want))
     }
 
+    /// Tokens the next step attends to: the prompt and what was generated.
+    pub(crate) fn context_len(&self) -> usize {
+        self.context.len()
+    }
+
     pub(crate) fn seq_mut(&mut self) -> &mut Sequence {
         &mut self.seq
     }

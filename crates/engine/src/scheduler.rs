@@ -18,6 +18,7 @@ use specdec_drafters::Drafter;
 use specdec_verify::Forced;
 
 use crate::beam::{BeamOptions, BeamOutput, BeamRunner, BeamTask, Catalogue};
+use crate::budget::CostModel;
 use crate::engine::Engine;
 use crate::generation::{Generation, Sink};
 use crate::request::{GenerateOutput, GenerateRequest};
@@ -99,6 +100,8 @@ pub struct Scheduler<'m, J> {
     /// Beam searches, and the runner that prepares their rounds.
     beams: Option<BeamRunner<'m>>,
     searching: Vec<Searching<J>>,
+    /// Steps taken: which search's rows go first.
+    turn: usize,
     save_every: Option<Duration>,
     last_save: Instant,
     /// Steps in a row in which every request failed.
@@ -110,6 +113,30 @@ fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
         .map(|s| s.to_string())
         .or_else(|| p.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "unknown panic".into())
+}
+
+/// A step carrying searches' rows beside generations costs at most this many times what
+/// the generations' rows alone would (as the cost model prices them): a chat's next
+/// tokens wait for a share of a search's round, not for all of it.
+const SHARED_STEP_COST: f64 = 3.0;
+
+/// Rows a step gives searches whatever the budget, so they advance.
+const MIN_BEAM_ROWS: usize = 8;
+
+/// The rows searches may put in a step beside the running generations (each one row and
+/// its drafts, counted as one): unbounded with no generation running.
+fn beam_rows<J>(cost: &CostModel, active: &[Active<J>]) -> usize {
+    let running = || active.iter().filter(|a| !a.gen.is_finished());
+    let text = running().count();
+    if text == 0 {
+        return usize::MAX;
+    }
+    let ctx = running().map(|a| a.gen.context_len()).sum::<usize>() / text;
+    let limit = SHARED_STEP_COST * cost.relative(text, ctx);
+    (1..=1024)
+        .take_while(|&r| cost.relative(text + r, ctx) <= limit)
+        .last()
+        .unwrap_or(0)
 }
 
 /// Runs `f` with a panic turned into an error.
@@ -135,6 +162,7 @@ impl<'m, J: Job> Scheduler<'m, J> {
             active: Vec::new(),
             beams: None,
             searching: Vec::new(),
+            turn: 0,
             save_every: None,
             last_save: Instant::now(),
             failing_steps: 0,
@@ -360,7 +388,7 @@ impl<'m, J: Job> Scheduler<'m, J> {
 
     /// Prepares each running search's share of the next forward (a failure, or a panic,
     /// fails that search alone).
-    fn prepare_searches(&mut self) {
+    fn prepare_searches(&mut self, max_nodes: usize) {
         let Some(runner) = self.beams.as_mut() else {
             return;
         };
@@ -370,7 +398,7 @@ impl<'m, J: Job> Scheduler<'m, J> {
             if s.stopped.is_some() || s.failed.is_some() || s.task.is_done() {
                 continue;
             }
-            match guarded(|| runner.prepare(cost, &mut s.task)) {
+            match guarded(|| runner.prepare(cost, &mut s.task, max_nodes)) {
                 Ok(()) => s.prepared = true,
                 Err(e) => {
                     tracing::error!("a beam search failed: {e}");
@@ -397,7 +425,9 @@ impl<'m, J: Job> Scheduler<'m, J> {
     /// One batched forward for the generations and the searches; if it fails, each member
     /// is retried alone so that only the requests that fail by themselves are failed.
     fn run_step(&mut self) {
-        self.prepare_searches();
+        let mut left = beam_rows(self.engine.cost(), &self.active);
+        // A tree is forwarded whole: beside generations, none is larger than a step's share.
+        self.prepare_searches(left.max(MIN_BEAM_ROWS));
         let mut batch: Vec<&mut Generation<'static>> = self
             .active
             .iter_mut()
@@ -407,12 +437,24 @@ impl<'m, J: Job> Scheduler<'m, J> {
         let mut owners: Vec<(usize, usize)> = Vec::new();
         let mut extra = Vec::new();
         let mut extra_load = (0, 0);
-        for (i, s) in self.searching.iter_mut().enumerate() {
+        // Whose rows go first turns with every step, so no search starves another.
+        self.turn = self.turn.wrapping_add(1);
+        let n = self.searching.len();
+        let first = if n > 0 { self.turn % n } else { 0 };
+        let (before, after) = self.searching.split_at_mut(first);
+        for (i, s) in after.iter_mut().chain(before.iter_mut()).enumerate() {
             if !s.prepared {
                 continue;
             }
-            let (inputs, (rows, ctx)) = s.task.inputs();
-            owners.push((i, inputs.len()));
+            // The first search in turn always advances; the others share what is left.
+            let budget = if owners.is_empty() {
+                left.max(MIN_BEAM_ROWS)
+            } else {
+                left
+            };
+            let (inputs, (rows, ctx)) = s.task.inputs(budget);
+            left = left.saturating_sub(rows);
+            owners.push(((i + first) % n, inputs.len()));
             extra.extend(inputs);
             extra_load = (extra_load.0 + rows, extra_load.1 + ctx);
         }
@@ -465,7 +507,7 @@ impl<'m, J: Job> Scheduler<'m, J> {
                     let engine = &mut self.engine;
                     let task = &mut s.task;
                     guarded(|| {
-                        let (inputs, load) = task.inputs();
+                        let (inputs, load) = task.inputs(usize::MAX);
                         engine.step_sharing(&mut [], inputs, load)
                     })
                 };

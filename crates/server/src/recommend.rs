@@ -18,9 +18,11 @@ use crate::error::{ApiError, ServerError};
 pub const DEFAULT_K: usize = 10;
 
 /// Bounds on one `/v1/recommend` search, checked when its body is parsed, before it is
-/// queued: the engine thread runs a search whole while every generation waits (50 titles
-/// of 512 bytes with `k: 100` held it 35-38 s), so a search's cost must be known and
-/// bounded before it starts.
+/// queued. A search shares the scheduler's steps with the chats (its rows in their
+/// forwards, a bounded share per step), so it no longer holds them back whole; but it
+/// holds a place among `--max-concurrent` and its rows slow every step it is in (50
+/// titles of 512 bytes with `k: 100` took 35-38 s of engine time), so its cost must be
+/// known and bounded before it starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RecommendLimits {
     /// Most items (the beam width) a request may ask for.

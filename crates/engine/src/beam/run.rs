@@ -158,9 +158,10 @@ impl<'a> BeamRunner<'a> {
         while searches.iter().any(|s| !s.is_done()) {
             let mut active: Vec<&mut Search> =
                 searches.iter_mut().filter(|s| !s.is_done()).collect();
-            let mut round = self.prepare_round(cost, cat, &mut active)?;
+            let mut round = self.prepare_round(cost, cat, &mut active, usize::MAX)?;
             let (logits, ms) = {
-                let (mut inputs, load) = round_inputs(active.iter_mut().map(|s| &mut **s), &round);
+                let (mut inputs, load) =
+                    round_inputs(active.iter_mut().map(|s| &mut **s), &mut round, usize::MAX);
                 let started = Instant::now();
                 let logits = if inputs.is_empty() {
                     Vec::new()
@@ -173,8 +174,8 @@ impl<'a> BeamRunner<'a> {
                 }
                 (logits, ms)
             };
-            round.own_ms += ms;
-            self.finish_round(cost, cat, &mut active, round, logits, ms)?;
+            take_logits(&mut active, &mut round, logits, ms);
+            self.finish_round(cost, cat, &mut active, round)?;
         }
         Ok(())
     }
@@ -289,13 +290,15 @@ impl<'a> BeamRunner<'a> {
         Ok(())
     }
 
-    /// A round up to its target forward: the draft's beams, every live beam's tree, and
-    /// drafting dropped where the cost curve prices the round out.
+    /// A round up to its target forward: the draft's beams, every live beam's tree (of
+    /// at most `max_nodes` nodes beyond its pending tokens), and drafting dropped where
+    /// the cost curve prices the round out.
     fn prepare_round(
         &mut self,
         cost: &CostModel,
         cat: &Catalogue,
         active: &mut [&mut Search],
+        max_nodes: usize,
     ) -> Result<Round, EngineError> {
         let started = Instant::now();
         let mut plans: Vec<Plan> = active.iter().map(|s| s.plan).collect();
@@ -328,7 +331,7 @@ impl<'a> BeamRunner<'a> {
         let mut trees: Vec<Vec<BeamTree>> = active
             .iter()
             .enumerate()
-            .map(|(s, search)| beam_trees(search, drafted[s].as_ref(), cat, plans[s]))
+            .map(|(s, search)| beam_trees(search, drafted[s].as_ref(), cat, plans[s], max_nodes))
             .collect();
         let mut target_rows: Vec<usize> = trees.iter().map(|ts| rows_of(ts)).collect();
         for (s, search) in active.iter_mut().enumerate() {
@@ -342,10 +345,15 @@ impl<'a> BeamRunner<'a> {
                 search.stats.draft_priced_out = true;
                 plans[s] = Plan::NONE;
                 drafted[s] = None;
-                trees[s] = beam_trees(search, None, cat, Plan::NONE);
+                trees[s] = beam_trees(search, None, cat, Plan::NONE, max_nodes);
                 target_rows[s] = rows_of(&trees[s]);
             }
         }
+        let unsent = (0..trees.len())
+            .flat_map(|s| (0..trees[s].len()).map(move |b| (s, b)))
+            .filter(|&(s, b)| !trees[s][b].is_empty())
+            .rev()
+            .collect();
         Ok(Round {
             plans,
             sizes,
@@ -353,35 +361,23 @@ impl<'a> BeamRunner<'a> {
             drafted,
             trees,
             target_rows,
+            unsent,
+            in_flight: Vec::new(),
             own_ms: started.elapsed().as_secs_f64() * 1e3,
         })
     }
 
-    /// The rest of a round once its forward's `logits` (in the order of [`round_inputs`])
-    /// are in: verification, statistics, and drafting cut where it proved dear. `ms` is
-    /// the forward's wall time (shared with whatever else it ran).
+    /// The rest of a round once every tree's logits are in ([`Round::is_forwarded`]):
+    /// verification, statistics, and drafting cut where it proved dear.
     fn finish_round(
         &mut self,
         cost: &CostModel,
         cat: &Catalogue,
         active: &mut [&mut Search],
-        mut round: Round,
-        logits: Vec<Logits>,
-        ms: f64,
+        round: Round,
     ) -> Result<(), EngineError> {
+        debug_assert!(round.is_forwarded());
         let started = Instant::now();
-        let mut logits = logits.into_iter();
-        for (s, (search, ts)) in active.iter_mut().zip(round.trees.iter_mut()).enumerate() {
-            let rows = round.target_rows[s];
-            if rows > 0 {
-                search.stats.target_forwards += 1;
-                search.stats.target_rows += rows;
-                search.stats.forward_ms += ms;
-            }
-            for tree in ts.iter_mut().filter(|t| !t.is_empty()) {
-                tree.logits = Some(logits.next().expect("a logits per tree"));
-            }
-        }
         let ctx = mean_ctx(active);
         for (s, search) in active.iter_mut().enumerate() {
             let verify_started = Instant::now();
@@ -427,25 +423,52 @@ pub(crate) struct Round {
     drafted: Vec<Option<DraftTree>>,
     trees: Vec<Vec<BeamTree>>,
     target_rows: Vec<usize>,
+    /// (search, beam) of the non-empty trees not yet in a forward, the next one last.
+    unsent: Vec<(usize, usize)>,
+    /// Those in the forward under way, in input order.
+    in_flight: Vec<(usize, usize)>,
     /// Milliseconds spent on the round by itself: drafting, building trees and (once in)
     /// the target forward; a shared forward's other rows are not the search's cost.
     own_ms: f64,
 }
 
-/// The round's target forward inputs: every non-empty tree of every search, each node's
-/// logits wanted; and the rows with their summed context.
+impl Round {
+    /// Whether every tree of the round has its logits.
+    pub(crate) fn is_forwarded(&self) -> bool {
+        self.unsent.is_empty() && self.in_flight.is_empty()
+    }
+}
+
+/// The next trees of the round for a forward, up to `budget` rows (with any budget at
+/// all, one tree however large, so a round advances): every node's logits wanted. Returns the inputs,
+/// and their rows with their summed context.
 fn round_inputs<'s>(
     active: impl Iterator<Item = &'s mut Search>,
-    round: &'s Round,
+    round: &'s mut Round,
+    budget: usize,
 ) -> (Vec<SeqInput<'s>>, (usize, usize)) {
-    let mut inputs = Vec::new();
-    let (mut rows, mut ctx) = (0, 0);
-    for (search, ts) in active.zip(&round.trees) {
-        for (beam, tree) in search.live.iter_mut().zip(ts) {
-            if tree.is_empty() {
-                continue;
-            }
-            rows += tree.len();
+    let mut rows = 0;
+    while let Some(&(s, b)) = round.unsent.last() {
+        let n = round.trees[s][b].len();
+        if rows + n > budget && !(rows == 0 && budget > 0 && round.in_flight.is_empty()) {
+            break;
+        }
+        rows += n;
+        round.in_flight.push((s, b));
+        round.unsent.pop();
+    }
+    let mut sent = vec![Vec::new(); round.trees.len()];
+    for &(s, b) in &round.in_flight {
+        sent[s].push(b);
+    }
+    let mut inputs = Vec::with_capacity(round.in_flight.len());
+    let mut ctx = 0;
+    let trees = &round.trees;
+    for (s, search) in active.enumerate() {
+        let mut beams: Vec<Option<&mut Beam>> = search.live.iter_mut().map(Some).collect();
+        for &b in &sent[s] {
+            let beam = beams[b].take().expect("a tree is sent once");
+            let tree = &trees[s][b];
             ctx += tree.len() * beam.target.seq.len();
             inputs.push(SeqInput {
                 seq: &mut beam.target.seq,
@@ -455,6 +478,23 @@ fn round_inputs<'s>(
         }
     }
     (inputs, (rows, ctx))
+}
+
+/// Hands the forward's `logits` (in the order of [`round_inputs`]) to the trees in
+/// flight; `ms` is the forward's wall time (shared with whatever else it ran).
+fn take_logits(active: &mut [&mut Search], round: &mut Round, logits: Vec<Logits>, ms: f64) {
+    let mut counted = vec![false; active.len()];
+    for ((s, b), l) in round.in_flight.drain(..).zip(logits) {
+        let rows = round.trees[s][b].len();
+        let stats = &mut active[s].stats;
+        if !std::mem::replace(&mut counted[s], true) {
+            stats.target_forwards += 1;
+            stats.forward_ms += ms;
+        }
+        stats.target_rows += rows;
+        round.trees[s][b].logits = Some(l);
+    }
+    round.own_ms += ms;
 }
 
 /// The mean context a round's live beams attend to.
@@ -473,6 +513,7 @@ fn beam_trees(
     drafted: Option<&DraftTree>,
     cat: &Catalogue,
     plan: Plan,
+    max_nodes: usize,
 ) -> Vec<BeamTree> {
     let forced = if search.opts.jump_forward {
         search.opts.max_forced
@@ -483,7 +524,17 @@ fn beam_trees(
         .live
         .iter()
         .enumerate()
-        .map(|(b, beam)| BeamTree::build(beam, b, drafted, cat, forced, plan.forced_after_draft))
+        .map(|(b, beam)| {
+            BeamTree::build(
+                beam,
+                b,
+                drafted,
+                cat,
+                forced,
+                plan.forced_after_draft,
+                max_nodes,
+            )
+        })
         .collect()
 }
 

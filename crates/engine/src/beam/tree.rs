@@ -55,6 +55,7 @@ impl BeamTree {
         cat: &Catalogue,
         forced: usize,
         forced_after_draft: usize,
+        max_nodes: usize,
     ) -> BeamTree {
         let mut t = BeamTree {
             tree: TokenTree::new(),
@@ -66,10 +67,11 @@ impl BeamTree {
             root_kids: 0,
             logits: None,
         };
-        // Drafted and forced nodes only where the context has room for them (the pending
+        // Drafted and forced nodes only where the context has room for them, and up to
+        // `max_nodes` in all (fewer forced or drafted nodes only mean more rounds; the pending
         // tokens always fit: the search checked its prompt against the context).
         let seq = &beam.target.seq;
-        let room = seq.max_len().saturating_sub(seq.len());
+        let room = seq.max_len().saturating_sub(seq.len()).min(max_nodes);
         let pending = &beam.target.pending;
         for (i, &tok) in pending.iter().enumerate() {
             // Only the last pending node is a position of the beam; its trie node is the

@@ -317,3 +317,29 @@ async fn with_a_draft_model_strict_speculation_gives_the_plain_list_and_relaxed_
     assert_eq!(status, StatusCode::BAD_REQUEST, "{v}");
     assert_eq!(error_param(&v), Some("mode"));
 }
+
+/// Recommendations and chats sent together are scheduled together (the searches' rows in
+/// the chats' forwards): each is answered with what it gets alone.
+#[tokio::test]
+async fn recommendations_and_chats_sent_together_get_their_answers_alone() {
+    let s = drafted_state();
+    let chat = common::chat_body(json!({"max_tokens": 24}));
+    let strict = json!({"history": HISTORY, "k": 5});
+    let plain = json!({"history": HISTORY, "k": 5, "draft": false, "mode": "plain"});
+    let (_, chat_alone) = send_json(router(s.clone()), post("/v1/chat/completions", &chat)).await;
+    let (_, strict_alone) = ask(s.clone(), strict.clone()).await;
+    let (a, b, c) = tokio::join!(
+        send_json(router(s.clone()), post("/v1/chat/completions", &chat)),
+        ask(s.clone(), strict),
+        ask(s.clone(), plain),
+    );
+    assert_eq!(a.0, StatusCode::OK, "{}", a.1);
+    assert_eq!(
+        a.1["choices"][0]["message"]["content"],
+        chat_alone["choices"][0]["message"]["content"]
+    );
+    for (status, v) in [&b, &c] {
+        assert_eq!(*status, StatusCode::OK, "{v}");
+        assert_eq!(listed(v), listed(&strict_alone), "{v}");
+    }
+}

@@ -58,17 +58,20 @@ impl BeamTask {
         &self.opts
     }
 
-    /// This step's target inputs (as prepared), with their rows and summed context.
-    pub(crate) fn inputs(&mut self) -> (Vec<SeqInput<'_>>, (usize, usize)) {
+    /// This step's target inputs, up to `budget` rows (with any budget, at least one tree
+    /// or prompt token, so the task advances): a prompt chunk, or the prepared round's
+    /// next trees. With their rows and summed context.
+    pub(crate) fn inputs(&mut self, budget: usize) -> (Vec<SeqInput<'_>>, (usize, usize)) {
         match &mut self.stage {
             Stage::Prefill { target, .. } => {
+                target.plan(&self.prompts, budget.min(PREFILL_CHUNK));
                 let load = target.load();
                 (target.inputs(), load)
             }
             Stage::Search {
                 searches,
                 round: Some(round),
-            } => round_inputs(searches.iter_mut().filter(|s| !s.is_done()), round),
+            } => round_inputs(searches.iter_mut().filter(|s| !s.is_done()), round, budget),
             _ => (Vec::new(), (0, 0)),
         }
     }
@@ -102,21 +105,21 @@ impl BeamRunner<'_> {
         })
     }
 
-    /// Prepares the task's share of the next forward: the next prompt chunk (the draft's
-    /// runs here, on the draft), or the next round's drafting and trees, priced on `cost`.
+    /// Prepares the task's share of the next forward: the draft's next prompt chunk (run
+    /// here, on the draft), or, once the last round is verified, the next round's
+    /// drafting and trees of at most `max_nodes` nodes each beyond the beams' pending
+    /// tokens, priced on `cost`. (A round whose trees did not all fit the last forward
+    /// keeps sending them.)
     pub(crate) fn prepare(
         &mut self,
         cost: &CostModel,
         task: &mut BeamTask,
+        max_nodes: usize,
     ) -> Result<(), EngineError> {
         match &mut task.stage {
             Stage::Prefill {
-                target,
-                draft,
-                draft_ms,
-                ..
+                draft, draft_ms, ..
             } => {
-                target.plan(&task.prompts, PREFILL_CHUNK);
                 if let (Some(chunks), Some(model)) = (draft.as_mut(), self.draft) {
                     if !chunks.is_done() {
                         let started = Instant::now();
@@ -129,9 +132,11 @@ impl BeamRunner<'_> {
                 Ok(())
             }
             Stage::Search { searches, round } => {
-                let mut active: Vec<&mut Search> =
-                    searches.iter_mut().filter(|s| !s.is_done()).collect();
-                *round = Some(self.prepare_round(cost, &task.cat, &mut active)?);
+                if round.is_none() {
+                    let mut active: Vec<&mut Search> =
+                        searches.iter_mut().filter(|s| !s.is_done()).collect();
+                    *round = Some(self.prepare_round(cost, &task.cat, &mut active, max_nodes)?);
+                }
                 Ok(())
             }
             Stage::Done(_) | Stage::Taken => Ok(()),
@@ -156,13 +161,17 @@ impl BeamRunner<'_> {
                 self.maybe_start(task)
             }
             Stage::Search { searches, round } => {
-                let Some(mut r) = round.take() else {
-                    return Ok(());
-                };
-                r.own_ms += ms;
                 let mut active: Vec<&mut Search> =
                     searches.iter_mut().filter(|s| !s.is_done()).collect();
-                self.finish_round(cost, &task.cat, &mut active, r, logits, ms)?;
+                let Some(r) = round.as_mut() else {
+                    return Ok(());
+                };
+                take_logits(&mut active, r, logits, ms);
+                if !r.is_forwarded() {
+                    return Ok(());
+                }
+                let r = round.take().expect("checked above");
+                self.finish_round(cost, &task.cat, &mut active, r)?;
                 if searches.iter().all(Search::is_done) {
                     let searches = std::mem::take(searches);
                     for s in &searches {
