@@ -34,7 +34,8 @@ pub struct BeamArgs {
     /// Items to return (the beam width).
     #[arg(short = 'k', long = "top-k", default_value_t = 10)]
     pub k: usize,
-    /// A draft model (any GGUF with the target's vocabulary) for speculative beam search.
+    /// A draft model (a GGUF file or a known model's short name, with the target's
+    /// vocabulary) for speculative beam search.
     #[arg(long)]
     pub draft_model: Option<PathBuf>,
     /// Without --draft-model: derive a self-draft from the target's first L blocks (what
@@ -84,7 +85,7 @@ impl BeamArgs {
         threads: usize,
     ) -> anyhow::Result<Option<Loaded>> {
         let path = match (&self.draft_model, self.self_draft) {
-            (Some(p), _) => p.clone(),
+            (Some(p), _) => crate::common::model_path(Some(p))?,
             (None, Some(layers)) => self_draft_file(target_path, layers)?,
             (None, None) => return Ok(None),
         };
@@ -153,7 +154,12 @@ fn self_draft_file(target: &std::path::Path, layers: usize) -> anyhow::Result<Pa
 }
 
 /// A file's stem, for labelling it in reports.
+/// How a draft given as `p` is named in tables: a GGUF file by its stem, anything else
+/// (a known model's short name, `qwen2.5-coder-0.5b`) as given.
 pub fn file_label(p: &std::path::Path) -> String {
+    if p.extension().is_none_or(|e| e != "gguf") {
+        return p.display().to_string();
+    }
     p.file_stem().map_or_else(
         || p.display().to_string(),
         |s| s.to_string_lossy().into_owned(),

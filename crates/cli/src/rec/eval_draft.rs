@@ -30,7 +30,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let meta = &setup.loaded.meta;
     let mut drafts = Vec::new();
     for p in &args.drafts {
-        let d = args.beam.load_draft_at(p, meta, args.model.threads)?;
+        let path = crate::common::model_path(Some(p))?;
+        let d = args.beam.load_draft_at(&path, meta, args.model.threads)?;
         drafts.push((file_label(p), d));
     }
     if let Some(d) = args

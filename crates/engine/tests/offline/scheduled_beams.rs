@@ -1,8 +1,8 @@
 //! Beam searches as scheduler tasks, on the fake target: a search run beside chats returns
 //! the list the runner returns alone (items and scores, bit for bit, in every mode), its
 //! rows ride in the chats' forwards (it adds none of its own while a chat runs), the chat
-//! advances at every step, and a search whose client left or whose deadline passed leaves
-//! at the next step.
+//! advances at every step, a search whose client left or whose deadline passed leaves
+//! at the next step, and a search whose forward fails fails alone.
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -260,4 +260,81 @@ fn a_search_whose_client_left_or_whose_deadline_passed_leaves_at_the_next_step()
         .1
         .to_string()
         .contains("no beam searches"));
+}
+
+/// The fake target, failing every forward that reads `poison`.
+struct Failing {
+    inner: FakeTarget,
+    poison: u32,
+}
+
+impl Target for Failing {
+    fn config(&self) -> &ModelConfig {
+        self.inner.config()
+    }
+    fn new_sequence(&self) -> Sequence {
+        self.inner.new_sequence()
+    }
+    fn forward(&self, inputs: &mut [SeqInput<'_>]) -> Result<Vec<Logits>, RuntimeError> {
+        if inputs
+            .iter()
+            .any(|i| i.nodes.iter().any(|n| n.token == self.poison))
+        {
+            return Err(RuntimeError::BadTree("poisoned".into()));
+        }
+        self.inner.forward(inputs)
+    }
+}
+
+#[test]
+fn a_search_whose_forward_fails_fails_alone() {
+    let cat = catalogue();
+    let inner = FakeTarget::new(VOCAB, 2048);
+    let chat_alone = Engine::new(&inner, tokenizer())
+        .generate(&chat(), &mut |_| true)
+        .unwrap()
+        .token_ids;
+    let good = history();
+    // A token no other request reads: only the bad search's forwards fail.
+    let poison = (40..VOCAB as u32)
+        .rev()
+        .find(|t| !chat_alone.contains(t) && !chat().prompt.contains(t) && !good.contains(t))
+        .expect("a token nobody else reads");
+    let t = Failing { inner, poison };
+    let mut bad = history();
+    bad.push(poison);
+    let want = BeamRunner::new(&t, None)
+        .unwrap()
+        .run(&cat, std::slice::from_ref(&good), &BeamOptions::plain(4))
+        .unwrap();
+    let runner = BeamRunner::new(&t, None).unwrap();
+    let mut sched = Scheduler::new(Engine::new(&t, tokenizer()), 4).with_beams(runner);
+    sched
+        .admit(chat(), Box::new(|_: &str| true), client(0), None)
+        .unwrap();
+    for (id, h) in [(1, bad), (2, good)] {
+        sched
+            .admit_search(
+                cat.clone(),
+                vec![h],
+                BeamOptions::plain(4),
+                client(id),
+                None,
+            )
+            .unwrap();
+    }
+    let mut outcomes: Vec<(usize, Outcome)> = sched
+        .drain(&mut |_, _| {})
+        .into_iter()
+        .map(|f| (f.job.id, f.outcome))
+        .collect();
+    outcomes.sort_by_key(|o| o.0);
+    match &outcomes[..] {
+        [(0, Outcome::Done(text)), (1, Outcome::Failed(e)), (2, Outcome::Ranked(lists))] => {
+            assert_eq!(text.token_ids, chat_alone);
+            assert!(e.to_string().contains("poisoned"), "{e}");
+            assert_eq!(lists[0].items, want[0].items);
+        }
+        other => panic!("{other:?}"),
+    }
 }
