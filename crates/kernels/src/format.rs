@@ -5,7 +5,8 @@
 //!
 //! A matrix is packed in 32-column tiles. Along k, a tile is a run of *groups*, each one
 //! contiguous and 64-byte aligned: a group holds one 32-value block for the block formats
-//! (Q4_0, Q4_1, Q5_0, Q8_0) and one 256-value super-block for the K formats (Q4_K, Q6_K).
+//! (Q4_0, Q4_1, Q5_0, Q8_0) and one 256-value super-block for the K formats (Q4_K, Q5_K,
+//! Q6_K).
 //! A group starts with a header (the K formats' f16 super-block scales of the 32 columns),
 //! then one *block record* per 32 values of k: that block's per-column scales, then its
 //! quants as 64-byte vectors, vector `(p, g)` at `quant_offset + (2p + g) · 64`, where `g`
@@ -18,21 +19,22 @@
 //! | Q4_1 | - | 32 f16 d, 32 f16 m, 4 nibble vectors | 20 (20) |
 //! | Q5_0 | - | 32 f16 d, 4 nibble vectors, 2 fifth-bit vectors | 22 (22) |
 //! | Q4_K | 32 f16 d, 32 f16 dmin | 32 u8 scales, 32 u8 mins, 4 nibble vectors | 18.5 (18) |
+//! | Q5_K | 32 f16 d, 32 f16 dmin | as Q4_K, then 2 fifth-bit vectors | 22.5 (22) |
 //! | Q6_K | 32 f16 d | 2 × 32 i8 scales, 4 nibble vectors, 4 high-bit vectors | 26.25 (26.25) |
 //!
 //! Nibble vectors: byte `4c + i` of vector `(p, g)` holds value `k = 4p + i` in its low
 //! nibble and `k = 16 + 4p + i` in its high one, so one AND and one shift+AND give the
 //! unsigned operands of two k-quads. The extra bits of the wider formats sit in vectors
 //! of the same byte positions, bit-planed so that a shift and an AND move them into place:
-//! - Q5_0, fifth-bit vector `g` (after the nibbles): bit `p` of byte `4c + i` is the fifth
-//!   bit of `k = 4p + i`, bit `4 + p` that of `k = 16 + 4p + i`;
+//! - Q5_0 and Q5_K, fifth-bit vector `g` (after the nibbles): bit `p` of byte `4c + i` is
+//!   the fifth bit of `k = 4p + i`, bit `4 + p` that of `k = 16 + 4p + i`;
 //! - Q6_K, high vector `(h, g)` at `576 + (2h + g) · 64` of the block record: byte
 //!   `4c + i` holds, two bits each from the bottom, the high bits of `k = 4p + i`,
 //!   `16 + 4p + i`, `4(p + 1) + i` and `16 + 4(p + 1) + i` for `p = 2h`.
 //!
-//! Q4_K's unpacked 6-bit scales cost 0.5 bytes per 32 values more than the file's 12
-//! packed bytes per 256 (2.8%); unpacking them in the kernel would cost more than reading
-//! them. Every value is the file's own, exactly.
+//! Q4_K's and Q5_K's unpacked 6-bit scales cost 0.5 bytes per 32 values more than the
+//! file's 12 packed bytes per 256 (2.8% and 2.3%); unpacking them in the kernel would cost
+//! more than reading them. Every value is the file's own, exactly.
 
 /// Values per activation block and per block record (GGML `QK`).
 pub(crate) const QK: usize = 32;
@@ -58,6 +60,8 @@ pub enum WeightFormat {
     /// Super-blocks of 256: f16 d and dmin, a 6-bit scale and min per 32 values, nibbles:
     /// w = d · sc · q − dmin · m.
     Q4_K,
+    /// Q4_K with a fifth bit per quant (32 bytes of them per super-block): q of 5 bits.
+    Q5_K,
     /// Super-blocks of 256: f16 d, an i8 scale per 16 values, 6-bit quants:
     /// w = d · sc · (q − 32).
     Q6_K,
@@ -65,12 +69,13 @@ pub enum WeightFormat {
 
 impl WeightFormat {
     /// Every format, in declaration order ([`WeightFormat::index`]).
-    pub const ALL: [WeightFormat; 6] = [
+    pub const ALL: [WeightFormat; 7] = [
         WeightFormat::Q4_0,
         WeightFormat::Q4_1,
         WeightFormat::Q8_0,
         WeightFormat::Q5_0,
         WeightFormat::Q4_K,
+        WeightFormat::Q5_K,
         WeightFormat::Q6_K,
     ];
 
@@ -87,6 +92,7 @@ impl WeightFormat {
             WeightFormat::Q8_0 => "Q8_0",
             WeightFormat::Q5_0 => "Q5_0",
             WeightFormat::Q4_K => "Q4_K",
+            WeightFormat::Q5_K => "Q5_K",
             WeightFormat::Q6_K => "Q6_K",
         }
     }
@@ -108,6 +114,7 @@ impl WeightFormat {
             WeightFormat::Q8_0 => 34,
             WeightFormat::Q5_0 => 22,
             WeightFormat::Q4_K => 144,
+            WeightFormat::Q5_K => 176,
             WeightFormat::Q6_K => 210,
         }
     }
@@ -116,7 +123,7 @@ impl WeightFormat {
     /// mins); the other bytes are quants and integer sub-block scales.
     pub fn f16_offsets(self) -> &'static [usize] {
         match self {
-            WeightFormat::Q4_1 | WeightFormat::Q4_K => &[0, 2],
+            WeightFormat::Q4_1 | WeightFormat::Q4_K | WeightFormat::Q5_K => &[0, 2],
             WeightFormat::Q6_K => &[208],
             _ => &[0],
         }
@@ -124,7 +131,10 @@ impl WeightFormat {
 
     /// Whether it is a super-block (K) format.
     pub(crate) fn is_k(self) -> bool {
-        matches!(self, WeightFormat::Q4_K | WeightFormat::Q6_K)
+        matches!(
+            self,
+            WeightFormat::Q4_K | WeightFormat::Q5_K | WeightFormat::Q6_K
+        )
     }
 
     /// Block records per group (1, or 8 for the K formats).
@@ -135,7 +145,7 @@ impl WeightFormat {
     /// Bytes of a group's header (the K formats' super-block scales).
     pub(crate) fn header_bytes(self) -> usize {
         match self {
-            WeightFormat::Q4_K => 2 * SCALES,
+            WeightFormat::Q4_K | WeightFormat::Q5_K => 2 * SCALES,
             WeightFormat::Q6_K => SCALES,
             _ => 0,
         }
@@ -156,7 +166,7 @@ impl WeightFormat {
             + match self {
                 WeightFormat::Q8_0 => TILE * QK,
                 WeightFormat::Q4_0 | WeightFormat::Q4_1 | WeightFormat::Q4_K => nibbles,
-                WeightFormat::Q5_0 => nibbles + 2 * 64,
+                WeightFormat::Q5_0 | WeightFormat::Q5_K => nibbles + 2 * 64,
                 WeightFormat::Q6_K => nibbles + 4 * 64,
             }
     }
@@ -187,7 +197,7 @@ impl WeightFormat {
 }
 
 /// Where a quant's bits sit in a block record: `(byte, shift, mask)` of its low bits (all
-/// 8 for Q8_0, the nibble otherwise) and, for Q5_0 and Q6_K, of its high bits. The one
+/// 8 for Q8_0, the nibble otherwise) and, for Q5_0, Q5_K and Q6_K, of its high bits. The one
 /// statement of the layout above that packing writes through and the portable kernel and
 /// the tests read through.
 #[derive(Clone, Copy)]
@@ -212,7 +222,9 @@ pub(crate) fn quant_place(format: WeightFormat, j: usize, kk: usize) -> QuantPla
     let byte = 4 * c + i;
     let nibbles = TILE * QK / 2;
     let high = match format {
-        WeightFormat::Q5_0 => Some((qo + nibbles + g * 64 + byte, (4 * upper + p) as u32, 1)),
+        WeightFormat::Q5_0 | WeightFormat::Q5_K => {
+            Some((qo + nibbles + g * 64 + byte, (4 * upper + p) as u32, 1))
+        }
         WeightFormat::Q6_K => {
             let (h, e) = (p / 2, p % 2);
             let at = qo + nibbles + (2 * h + g) * 64 + byte;
@@ -253,7 +265,7 @@ pub(crate) struct Segment {
 pub(crate) struct BlockMeta {
     /// Block scale dx.
     pub d: f32,
-    /// dx · Σq, for the Q4_1 and Q4_K min terms.
+    /// dx · Σq, for the Q4_1, Q4_K and Q5_K min terms.
     pub sx: f32,
     /// −8 · Σq: offset of Q4_0's unsigned nibbles (twice it is Q5_0's −16 · Σq).
     pub c8: i32,
@@ -290,7 +302,7 @@ mod tests {
             assert_eq!(f.group_bytes() % 64, 0, "{f:?}");
             assert_eq!(f.record_bytes() * f.blocks_per_group(), f.group_bytes());
         }
-        // 32 columns of the file's blocks, except Q4_K's unpacked scales.
+        // 32 columns of the file's blocks, except Q4_K's and Q5_K's unpacked scales.
         for f in [
             WeightFormat::Q4_0,
             WeightFormat::Q4_1,
@@ -301,6 +313,7 @@ mod tests {
             assert_eq!(f.group_bytes(), TILE * f.block_bytes(), "{f:?}");
         }
         assert_eq!(WeightFormat::Q4_K.group_bytes(), TILE * (144 + 4));
+        assert_eq!(WeightFormat::Q5_K.group_bytes(), TILE * (176 + 4));
     }
 
     #[test]

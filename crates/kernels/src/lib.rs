@@ -1,6 +1,6 @@
 //! Batch-invariant quantized matmul kernels for CPU speculative decoding.
 //!
-//! `y = x · Wᵀ` with GGML-quantized weights (Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q6_K) repacked
+//! `y = x · Wᵀ` with GGML-quantized weights (Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K) repacked
 //! at load into 32-column tiles (`format.rs` has the layout), and activations quantized per row to int8 blocks of 32. Every output
 //! element follows one fixed arithmetic sequence (exact integer block sums, then a fixed
 //! chain of f32 multiply/fma in block order), so results are bit-identical whatever the

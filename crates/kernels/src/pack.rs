@@ -219,7 +219,7 @@ fn f16_bits(b: &[u8], at: usize) -> [u8; 2] {
 struct Block {
     /// Quants (Q8_0: q + 128; the others unsigned as stored).
     q: [u8; QK],
-    /// Q4_K: 6-bit scale and min; Q6_K: the two i8 scales of its 16-value halves.
+    /// Q4_K and Q5_K: 6-bit scale and min; Q6_K: the two i8 scales of its 16-value halves.
     scales: [u8; 2],
 }
 
@@ -267,12 +267,20 @@ fn decode(format: WeightFormat, block: &[u8], b: usize) -> Block {
                 (q[i], q[i + 16]) = ((qs[i] & 15) | fifth(i), (qs[i] >> 4) | fifth(i + 16));
             }
         }
-        WeightFormat::Q4_K => {
-            // Blocks 2m and 2m + 1 are the low and high nibbles of qs[32m..32m + 32].
-            let qs = &block[16 + 32 * (b / 2)..][..32];
+        WeightFormat::Q4_K | WeightFormat::Q5_K => {
+            // Blocks 2m and 2m + 1 are the low and high nibbles of qs[32m..32m + 32]; Q5_K's
+            // qs follow its 32 bytes of fifth bits, block b's being bit b of qh[l].
+            let five = format == WeightFormat::Q5_K;
+            let at = if five { 48 } else { 16 };
+            let qs = &block[at + 32 * (b / 2)..][..32];
             let shift = 4 * (b % 2);
-            for (o, &v) in q.iter_mut().zip(qs) {
-                *o = (v >> shift) & 15;
+            for (l, (o, &v)) in q.iter_mut().zip(qs).enumerate() {
+                let fifth = if five {
+                    ((block[16 + l] >> b) & 1) << 4
+                } else {
+                    0
+                };
+                *o = ((v >> shift) & 15) | fifth;
             }
             let s: &[u8; 12] = block[4..16].try_into().expect("12 scale bytes");
             scales = scale_min_k4(b, s);
@@ -294,7 +302,8 @@ fn decode(format: WeightFormat, block: &[u8], b: usize) -> Block {
 }
 
 /// ggml's `get_scale_min_k4`: scale and min of sub-block `j` (0..8) from the 12 packed
-/// bytes of Q4_K (6 bits each; sub-blocks 4..8 borrow their top bits from bytes 0..8).
+/// bytes of Q4_K and Q5_K (6 bits each; sub-blocks 4..8 borrow their top bits from bytes
+/// 0..8).
 fn scale_min_k4(j: usize, q: &[u8; 12]) -> [u8; 2] {
     if j < 4 {
         [q[j] & 63, q[j + 4] & 63]
@@ -357,7 +366,7 @@ mod tests {
         for format in WeightFormat::ALL {
             let bits = match format {
                 WeightFormat::Q8_0 => 8,
-                WeightFormat::Q5_0 => 5,
+                WeightFormat::Q5_0 | WeightFormat::Q5_K => 5,
                 WeightFormat::Q6_K => 6,
                 _ => 4,
             };

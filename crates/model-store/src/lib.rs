@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use sha2::{Digest, Sha256};
 
 mod known;
+pub mod progress;
 
 pub use known::{
     by_name, terms_path, Chunk, KnownModel, DEFAULT_MODEL, GEMMA3_270M, KNOWN_MODELS,

@@ -20,7 +20,6 @@ pub mod hash;
 pub mod job;
 pub mod movielens;
 pub mod prepare;
-pub mod progress;
 pub mod prompts;
 pub mod quality;
 pub mod recommend;
@@ -29,3 +28,5 @@ pub mod split;
 
 pub use error::RecError;
 pub use records::{Kind, KnowledgeOutput, KnowledgeRecord, Role, VerifyMode};
+/// The one progress bar, from the model store (the lowest crate that draws one).
+pub use specdec_model_store::progress;

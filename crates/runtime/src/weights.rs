@@ -60,6 +60,7 @@ pub fn native(ty: GgmlType) -> Option<WeightFormat> {
         GgmlType::Q8_0 => Some(WeightFormat::Q8_0),
         GgmlType::Q5_0 => Some(WeightFormat::Q5_0),
         GgmlType::Q4_K => Some(WeightFormat::Q4_K),
+        GgmlType::Q5_K => Some(WeightFormat::Q5_K),
         GgmlType::Q6_K => Some(WeightFormat::Q6_K),
         _ => None,
     }

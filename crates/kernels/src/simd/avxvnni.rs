@@ -1,7 +1,7 @@
 //! AVX-VNNI: the 256-bit kernels with the VEX `vpdpbusd` (u8 weights × i8 activations).
 
 use super::ymm::{Dot256, Q4, Q8};
-use super::ymm_k::{Q4K, Q5, Q6K};
+use super::ymm_k::{Q4K, Q5, Q5K, Q6K};
 use super::{drive, Job};
 use crate::format::WeightFormat;
 use std::arch::x86_64::*;
@@ -14,9 +14,8 @@ pub(super) unsafe fn run(job: &Job, tiles: std::ops::Range<usize>) {
     unsafe { by_format::<VexDot>(job, tiles) }
 }
 
-/// The same kernels with the EVEX encoding (AVX-512 VL + VNNI): the AVX-512 path's
-/// kernels for the formats it has no 512-bit kernel of, and the test of this code path
-/// on CPUs without AVX-VNNI.
+/// The same kernels with the EVEX encoding (AVX-512 VL + VNNI): the AVX-512 path's Q6_K
+/// kernel, and the test of this code path on CPUs without AVX-VNNI.
 ///
 /// # Safety
 /// AVX2, FMA, F16C, AVX-512 F/VL/VNNI available, and the contract of [`drive`].
@@ -36,6 +35,7 @@ unsafe fn by_format<D: Dot256>(job: &Job, tiles: std::ops::Range<usize>) {
             WeightFormat::Q4_1 => drive::<Q4<D, true>>(job, tiles),
             WeightFormat::Q5_0 => drive::<Q5<D>>(job, tiles),
             WeightFormat::Q4_K => drive::<Q4K<D>>(job, tiles),
+            WeightFormat::Q5_K => drive::<Q5K<D>>(job, tiles),
             WeightFormat::Q6_K => drive::<Q6K<D>>(job, tiles),
         }
     }

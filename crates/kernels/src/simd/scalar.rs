@@ -65,7 +65,7 @@ fn row(format: WeightFormat, tile: &[u8], x: &[i8], meta: &[BlockMeta]) -> [f32;
                     *acc = (raw as f32).mul_add(f16_at(rec, 2 * j) * dx, *acc);
                     *acc = f16_at(rec, SCALES + 2 * j).mul_add(m.sx, *acc);
                 }
-                WeightFormat::Q4_K => {
+                WeightFormat::Q4_K | WeightFormat::Q5_K => {
                     let dw = f16_at(group, 2 * j) * rec[j] as f32;
                     let mw = f16_at(group, SCALES + 2 * j) * rec[TILE + j] as f32;
                     *acc = (raw as f32).mul_add(dw * dx, *acc);

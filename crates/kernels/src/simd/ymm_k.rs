@@ -1,9 +1,10 @@
-//! 256-bit kernels for the formats K-quant files add (Q5_0, Q4_K, Q6_K), shared by the
+//! 256-bit kernels for the formats K-quant files add (Q5_0, Q4_K, Q5_K, Q6_K), shared by the
 //! AVX2, AVX-VNNI and AVX-512 paths (only the integer dot step differs, `Dot256`). The
 //! layout is in `format.rs`; the arithmetic per output is the portable kernel's
 //! (`scalar.rs`), lane for lane:
 //! - Q5_0: `acc = fma(Σ q·x − 16·Σx, dw · dx, acc)`;
-//! - Q4_K: `acc = fma(Σ q·x, (d · sc) · dx, acc)`, then `acc = fma(−(dmin · m), sx, acc)`;
+//! - Q4_K and Q5_K: `acc = fma(Σ q·x, (d · sc) · dx, acc)`, then
+//!   `acc = fma(−(dmin · m), sx, acc)`;
 //! - Q6_K: per 16-value half h, `acc = fma(Σ q·x − 32·Σx, (d · sc_h) · dx, acc)`.
 //!
 //! `d · sc` and `dmin · m` are exact in f32 (an 11-bit mantissa times an 8-bit integer),
@@ -11,7 +12,7 @@
 
 use super::ymm::{epilogue, fold_rows, groups, nibble_sums, Dot256};
 use super::{quad, Job, Tile, TileKernel};
-use crate::format::{SCALES, TILE};
+use crate::format::{BlockMeta, SCALES, TILE};
 use std::arch::x86_64::*;
 use std::marker::PhantomData;
 
@@ -19,6 +20,8 @@ use std::marker::PhantomData;
 pub(super) struct Q5<D>(PhantomData<D>);
 /// Q4_K tile kernel over a dot step.
 pub(super) struct Q4K<D>(PhantomData<D>);
+/// Q5_K tile kernel over a dot step: Q4_K's with Q5_0's fifth bits.
+pub(super) struct Q5K<D>(PhantomData<D>);
 /// Q6_K tile kernel over a dot step.
 pub(super) struct Q6K<D>(PhantomData<D>);
 
@@ -65,8 +68,6 @@ impl<D: Dot256> TileKernel for Q5<D> {
         // SAFETY: `groups` hands out in-bounds, 32-aligned vectors of block b's record
         // and activation quads of block b.
         unsafe {
-            let nib = _mm256_set1_epi8(0x0f);
-            let fifth = _mm256_set1_epi8(0x10);
             groups::<R, 1>(
                 job,
                 t,
@@ -74,21 +75,7 @@ impl<D: Dot256> TileKernel for Q5<D> {
                     for r in 0..R {
                         isum[0][r] = _mm256_set1_epi32(2 * (*t.m[r].add(b)).c8);
                     }
-                    let q = rec.add(SCALES + voff);
-                    let h = _mm256_load_si256(q.add(NIBBLES).cast());
-                    for p in 0..4 {
-                        let v = _mm256_load_si256(q.add(p * 128).cast());
-                        let lo_h = _mm256_and_si256(shl(h, 4 - p as i32), fifth);
-                        let hi_h = _mm256_and_si256(shr(h, p as i32), fifth);
-                        let lo = _mm256_or_si256(_mm256_and_si256(v, nib), lo_h);
-                        let hi =
-                            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16::<4>(v), nib), hi_h);
-                        for r in 0..R {
-                            let xa = _mm256_set1_epi32(quad(t.x[r].add(b * 32 + 4 * p)));
-                            let xb = _mm256_set1_epi32(quad(t.x[r].add(b * 32 + 16 + 4 * p)));
-                            isum[0][r] = D::dot_nib2(isum[0][r], lo, xa, hi, xb);
-                        }
-                    }
+                    fifth_sums::<D, R>(rec.add(SCALES + voff), t, b, &mut isum[0]);
                 },
                 |rec, g, col, m, isum, acc| epilogue::<R, false>(rec, g, col, m, isum, acc),
             )
@@ -107,18 +94,89 @@ impl<D: Dot256> TileKernel for Q4K<D> {
                 |rec, voff, b, isum| {
                     nibble_sums::<D, R>(rec.add(SCALES + voff), t, b, &mut isum[0]);
                 },
-                |rec, group, col, m, isum, acc| {
-                    let dw = _mm256_mul_ps(halfs(group.add(col * 2)), bytes_u8(rec.add(col)));
-                    let mw = _mm256_mul_ps(
-                        halfs(group.add(SCALES + col * 2)),
-                        bytes_u8(rec.add(TILE + col)),
-                    );
-                    // The min term is −dmin · m: negating the exact product is exact.
-                    let neg = _mm256_xor_ps(mw, _mm256_set1_ps(-0.0));
-                    fold_rows(dw, Some(neg), m, &isum[0], acc);
-                },
+                |rec, group, col, m, isum, acc| min_epilogue(rec, group, col, m, isum, acc),
             )
         }
+    }
+}
+
+impl<D: Dot256> TileKernel for Q5K<D> {
+    #[inline(always)]
+    unsafe fn tile<const R: usize>(job: &Job, t: &Tile<R>) {
+        // SAFETY: as for Q5.
+        unsafe {
+            groups::<R, 1>(
+                job,
+                t,
+                |rec, voff, b, isum| {
+                    fifth_sums::<D, R>(rec.add(SCALES + voff), t, b, &mut isum[0]);
+                },
+                |rec, group, col, m, isum, acc| min_epilogue(rec, group, col, m, isum, acc),
+            )
+        }
+    }
+}
+
+/// Adds block b's dot products of 5-bit quants to each row's sums: 4 nibble vectors at
+/// `q` (`p·128` apart) and the fifth-bit vector after them, whose bit `p` (low nibbles) and
+/// `4 + p` (high ones) a shift and an AND move to bit 4. Q5_0 and Q5_K.
+///
+/// # Safety
+/// `q` a sub-group's first nibble vector of block b's record; `t` from `drive`; AVX2
+/// enabled in the caller.
+#[inline(always)]
+unsafe fn fifth_sums<D: Dot256, const R: usize>(
+    q: *const u8,
+    t: &Tile<R>,
+    b: usize,
+    isum: &mut [__m256i; R],
+) {
+    // SAFETY: the vectors and the rows' activation quads of block b are in bounds.
+    unsafe {
+        let nib = _mm256_set1_epi8(0x0f);
+        let fifth = _mm256_set1_epi8(0x10);
+        let h = _mm256_load_si256(q.add(NIBBLES).cast());
+        for p in 0..4 {
+            let v = _mm256_load_si256(q.add(p * 128).cast());
+            let lo_h = _mm256_and_si256(shl(h, 4 - p as i32), fifth);
+            let hi_h = _mm256_and_si256(shr(h, p as i32), fifth);
+            let lo = _mm256_or_si256(_mm256_and_si256(v, nib), lo_h);
+            let hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16::<4>(v), nib), hi_h);
+            for r in 0..R {
+                let xa = _mm256_set1_epi32(quad(t.x[r].add(b * 32 + 4 * p)));
+                let xb = _mm256_set1_epi32(quad(t.x[r].add(b * 32 + 16 + 4 * p)));
+                isum[r] = D::dot_nib2(isum[r], lo, xa, hi, xb);
+            }
+        }
+    }
+}
+
+/// The float epilogue of the formats with a min (Q4_K, Q5_K): the group's f16 d and dmin
+/// times the block's u8 scale and min, both exact, folded by [`fold_rows`].
+///
+/// # Safety
+/// `rec` a block record of `group`, `col` a sub-group's first column; AVX2, FMA, F16C
+/// enabled in the caller.
+#[inline(always)]
+unsafe fn min_epilogue<const R: usize>(
+    rec: *const u8,
+    group: *const u8,
+    col: usize,
+    m: [&BlockMeta; R],
+    isum: &[[__m256i; R]; 1],
+    acc: &mut [__m256; R],
+) {
+    // SAFETY: the header's d and dmin of the sub-group's 8 columns and the record's scale
+    // and min bytes lie in the tile.
+    unsafe {
+        let dw = _mm256_mul_ps(halfs(group.add(col * 2)), bytes_u8(rec.add(col)));
+        let mw = _mm256_mul_ps(
+            halfs(group.add(SCALES + col * 2)),
+            bytes_u8(rec.add(TILE + col)),
+        );
+        // The min term is −dmin · m: negating the exact product is exact.
+        let neg = _mm256_xor_ps(mw, _mm256_set1_ps(-0.0));
+        fold_rows(dw, Some(neg), m, &isum[0], acc);
     }
 }
 

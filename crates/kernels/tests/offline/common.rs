@@ -7,7 +7,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use specdec_kernels::WeightFormat;
 
-pub const FORMATS: [WeightFormat; 6] = WeightFormat::ALL;
+pub const FORMATS: [WeightFormat; 7] = WeightFormat::ALL;
 
 /// The formats whose blocks fit an inner dimension of `k`.
 pub fn formats_for(k: usize) -> impl Iterator<Item = WeightFormat> {
@@ -22,7 +22,7 @@ pub fn rng(seed: u64) -> StdRng {
 
 /// n × k GGML weights with random quants and realistic scales (d ≈ 1e-3..2e-2 for the
 /// block formats, a tenth of it for the K formats whose integer scales multiply it;
-/// Q4_1's min ≈ −8d, Q4_K's dmin ≈ d).
+/// Q4_1's min ≈ −8d, Q4_K's and Q5_K's dmin ≈ d).
 pub fn random_ggml(rng: &mut StdRng, format: WeightFormat, n: usize, k: usize) -> Vec<u8> {
     let bs = format.block_bytes();
     let mut bytes = vec![0u8; n * k / format.block_values() * bs];
@@ -80,7 +80,7 @@ pub struct Decoded {
     pub w: [i32; 32],
     /// Scale of each 16-value half (equal but for Q6_K).
     pub dw: [f32; 2],
-    /// The additive min term (Q4_1's m, Q4_K's −dmin·m), 0 for the others.
+    /// The additive min term (Q4_1's m, Q4_K's and Q5_K's −dmin·m), 0 for the others.
     pub mw: f32,
 }
 
@@ -145,6 +145,24 @@ pub fn weight_block(format: WeightFormat, row: &[u8], b: usize) -> Decoded {
             }
             ([d * sc as f32; 2], -(dmin * m as f32))
         }
+        WeightFormat::Q5_K => {
+            // ggml's dequantize_row_q5_K, for values 32·sub .. 32·sub + 32: chunk j of 64
+            // takes its low and high nibbles from qs[32j..], its fifth bits from qh[l] under
+            // the masks u1 = 1 << 2j and u2 = 2 << 2j.
+            let dmin = f16_at(blk, 2);
+            let (sc, m) = scale_min_k4(sub, &blk[4..16]);
+            let (qh, ql) = (&blk[16..48], &blk[48 + 32 * (sub / 2)..]);
+            let (u1, u2) = (1u8 << (2 * (sub / 2)), 2u8 << (2 * (sub / 2)));
+            for l in 0..32 {
+                let (low, mask) = if sub.is_multiple_of(2) {
+                    (ql[l] & 0xF, u1)
+                } else {
+                    (ql[l] >> 4, u2)
+                };
+                w[l] = low as i32 + if qh[l] & mask != 0 { 16 } else { 0 };
+            }
+            ([d * sc as f32; 2], -(dmin * m as f32))
+        }
         WeightFormat::Q6_K => {
             // ggml's dequantize_row_q6_K, for values 32·sub .. 32·sub + 32.
             let d = f16_at(blk, 208);
@@ -192,7 +210,10 @@ pub fn reference(format: WeightFormat, bytes: &[u8], n: usize, k: usize, x: &[f3
                 } else {
                     acc = (dot(0..32) as f32).mul_add(wb.dw[0] * dx, acc);
                 }
-                if matches!(format, WeightFormat::Q4_1 | WeightFormat::Q4_K) {
+                if matches!(
+                    format,
+                    WeightFormat::Q4_1 | WeightFormat::Q4_K | WeightFormat::Q5_K
+                ) {
                     acc = wb.mw.mul_add(dx * *sum as f32, acc);
                 }
             }

@@ -107,6 +107,7 @@ fn stacked_formats_equal_their_parts() {
         (WeightFormat::Q4_K, 64),
         (WeightFormat::Q4_K, 32),
         (WeightFormat::Q6_K, 96),
+        (WeightFormat::Q5_K, 32),
         (WeightFormat::Q8_0, 32),
         (WeightFormat::Q5_0, 45),
     ];
@@ -128,6 +129,7 @@ fn stacked_formats_equal_their_parts() {
         [
             (WeightFormat::Q4_K, 96),
             (WeightFormat::Q6_K, 96),
+            (WeightFormat::Q5_K, 32),
             (WeightFormat::Q8_0, 32),
             (WeightFormat::Q5_0, 45)
         ]
