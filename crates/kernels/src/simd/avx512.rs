@@ -1,16 +1,14 @@
 //! AVX-512 VNNI kernels: 16 columns per zmm (one 64-byte vector of the packed layout is
 //! one 16-column half of a tile), up to 6 rows × 2 column groups of i32 accumulators per
-//! block, f32 accumulators in registers across blocks. Every format but Q6_K has a
-//! 512-bit kernel (Q6_K runs the 256-bit one with the EVEX `vpdpbusd`); the arithmetic per
-//! output is the portable kernel's (`scalar.rs`), lane for lane.
+//! block, f32 accumulators in registers across blocks. The arithmetic per output is the
+//! portable kernel's (`scalar.rs`), lane for lane.
 
 use super::{drive, prefetch, quad, Job, Tile, TileKernel};
 use crate::format::{WeightFormat, SCALES, TILE};
 use std::arch::x86_64::*;
 
 /// # Safety
-/// AVX-512 F/BW/VL/VNNI, AVX2, F16C and FMA available (VL and AVX2 for Q6_K's 256-bit
-/// kernel), and the contract of [`drive`].
+/// AVX-512 F/BW/VNNI, F16C and FMA available, and the contract of [`drive`].
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni,fma")]
 pub(super) unsafe fn run(job: &Job, tiles: std::ops::Range<usize>) {
     // SAFETY: forwarded; the kernels below are inlined into this feature-enabled function.
@@ -22,10 +20,7 @@ pub(super) unsafe fn run(job: &Job, tiles: std::ops::Range<usize>) {
             WeightFormat::Q5_0 => drive::<Nib<2, true, false>>(job, tiles),
             WeightFormat::Q4_K => drive::<Nib<0, false, true>>(job, tiles),
             WeightFormat::Q5_K => drive::<Nib<0, true, true>>(job, tiles),
-            // The 256-bit kernel (EVEX-encoded): a 512-bit one with two accumulators per
-            // row, column group and 16-value half ran at half its rate (73 against 147
-            // G MAC/s on cached weights, Xeon, 3 rows).
-            WeightFormat::Q6_K => super::avxvnni::run_evex(job, tiles),
+            WeightFormat::Q6_K => drive::<Q6K>(job, tiles),
         }
     }
 }
@@ -39,6 +34,10 @@ struct Q8;
 /// Q5_K). `SUPER`: scales from the K super-block (f16 d and dmin in the group's header
 /// times the block's u8 scale and min, both products exact), else the block's f16 ones.
 struct Nib<const OFFSET: i32, const FIFTH: bool, const SUPER: bool>;
+
+/// Q6_K: 6-bit quants (nibbles and bit-planed high pairs) with an i8 scale per 16-value
+/// half, so two i32 accumulators per row and column group.
+struct Q6K;
 
 /// Bytes of a block record's nibble vectors.
 const NIBBLES: usize = TILE * 16;
@@ -84,6 +83,13 @@ unsafe fn halfs(p: *const u8) -> __m512 {
 unsafe fn bytes_u8(p: *const u8) -> __m512 {
     // SAFETY: per the contract; AVX-512 F enabled by the caller.
     unsafe { _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_load_si128(p.cast()))) }
+}
+
+/// 16 bytes at `p` (16-aligned) widened to f32, signed.
+#[inline(always)]
+unsafe fn bytes_i8(p: *const u8) -> __m512 {
+    // SAFETY: per the contract; AVX-512 F enabled by the caller.
+    unsafe { _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_load_si128(p.cast()))) }
 }
 
 /// `v` shifted left (`n` > 0) or right (`n` < 0) by |n| bits in each 16-bit lane (`n` a
@@ -197,16 +203,83 @@ impl<const OFFSET: i32, const FIFTH: bool, const SUPER: bool> TileKernel
                     });
                     fold(t, b, dw, Some((mw, true)), &isum, &mut acc);
                 } else {
+                    // Q4_1's f16 mins follow its f16 scales; they add.
                     let dw = [halfs(rec), halfs(rec.add(32))];
-                    let mw = [halfs(rec.add(SCALES)), halfs(rec.add(SCALES + 32))];
-                    fold(
-                        t,
-                        b,
-                        dw,
-                        (OFFSET == 0).then_some((mw, false)),
-                        &isum,
-                        &mut acc,
-                    );
+                    let mw = (OFFSET == 0).then(|| {
+                        let mw = [halfs(rec.add(SCALES)), halfs(rec.add(SCALES + 32))];
+                        (mw, false)
+                    });
+                    fold(t, b, dw, mw, &isum, &mut acc);
+                }
+            });
+            store(t, &acc);
+        }
+    }
+}
+
+impl TileKernel for Q6K {
+    // Column groups one after the other, so a block's live registers are 4 rows × 2 halves
+    // of i32 sums and 4 × 2 f32 accumulators besides the unpacked quants. Both groups at
+    // once (3 rows: 12 i32 sums live) spilled and ran at half the 256-bit kernel's rate.
+    const ROWS: usize = 4;
+    #[inline(always)]
+    unsafe fn tile<const R: usize>(job: &Job, t: &Tile<R>) {
+        // SAFETY: as for Nib; the high-bit vectors follow the nibbles in the record, d in
+        // the group's header.
+        unsafe {
+            let nib = _mm512_set1_epi8(0x0f);
+            let top = _mm512_set1_epi8(0x30);
+            let mut acc = [[_mm512_setzero_ps(); 2]; R];
+            blocks(job, t, |b, rec, group| {
+                let q = rec.add(SCALES);
+                for g in 0..2 {
+                    // isum[r][h]: the block's two 16-value halves.
+                    let mut isum: [[__m512i; 2]; R] = std::array::from_fn(|r| {
+                        let c = (*t.m[r].add(b)).c32;
+                        [_mm512_set1_epi32(c[0]), _mm512_set1_epi32(c[1])]
+                    });
+                    for hh in 0..2 {
+                        let hv = _mm512_load_si512(q.add(NIBBLES + hh * 128 + g * 64).cast());
+                        for e in 0..2 {
+                            let p = 2 * hh + e;
+                            let v = _mm512_load_si512(q.add(p * 128 + g * 64).cast());
+                            // High bits of the low nibbles at bits 4e, of the high ones at
+                            // 4e + 2; both move to bits 4..6.
+                            let (lo_h, hi_h) = if e == 0 {
+                                (_mm512_slli_epi16::<4>(hv), _mm512_slli_epi16::<2>(hv))
+                            } else {
+                                (hv, _mm512_srli_epi16::<2>(hv))
+                            };
+                            let lo = _mm512_or_si512(
+                                _mm512_and_si512(v, nib),
+                                _mm512_and_si512(lo_h, top),
+                            );
+                            let hi = _mm512_or_si512(
+                                _mm512_and_si512(_mm512_srli_epi16::<4>(v), nib),
+                                _mm512_and_si512(hi_h, top),
+                            );
+                            for r in 0..R {
+                                let xa = _mm512_set1_epi32(quad(t.x[r].add(b * 32 + 4 * p)));
+                                let xb = _mm512_set1_epi32(quad(t.x[r].add(b * 32 + 16 + 4 * p)));
+                                isum[r][0] = _mm512_dpbusd_epi32(isum[r][0], lo, xa);
+                                isum[r][1] = _mm512_dpbusd_epi32(isum[r][1], hi, xb);
+                            }
+                        }
+                    }
+                    // d · sc_h per column and half, exact.
+                    let d = halfs(group.add(g * 32));
+                    let dw = [
+                        _mm512_mul_ps(d, bytes_i8(rec.add(g * 16))),
+                        _mm512_mul_ps(d, bytes_i8(rec.add(TILE + g * 16))),
+                    ];
+                    for r in 0..R {
+                        let dx = _mm512_set1_ps((*t.m[r].add(b)).d);
+                        for h in 0..2 {
+                            let s = _mm512_mul_ps(dw[h], dx);
+                            let i = _mm512_cvtepi32_ps(isum[r][h]);
+                            acc[r][g] = _mm512_fmadd_ps(i, s, acc[r][g]);
+                        }
+                    }
                 }
             });
             store(t, &acc);

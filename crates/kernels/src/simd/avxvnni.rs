@@ -14,11 +14,12 @@ pub(super) unsafe fn run(job: &Job, tiles: std::ops::Range<usize>) {
     unsafe { by_format::<VexDot>(job, tiles) }
 }
 
-/// The same kernels with the EVEX encoding (AVX-512 VL + VNNI): the AVX-512 path's Q6_K
-/// kernel, and the test of this code path on CPUs without AVX-VNNI.
+/// The same kernels with the EVEX encoding (AVX-512 VL + VNNI): the test of this code
+/// path on CPUs without AVX-VNNI.
 ///
 /// # Safety
 /// AVX2, FMA, F16C, AVX-512 F/VL/VNNI available, and the contract of [`drive`].
+#[cfg(test)]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
 pub(super) unsafe fn run_evex(job: &Job, tiles: std::ops::Range<usize>) {
     // SAFETY: forwarded.
@@ -84,4 +85,5 @@ macro_rules! dpbusd_dot {
 }
 
 dpbusd_dot!(VexDot, _mm256_dpbusd_avx_epi32);
+#[cfg(test)]
 dpbusd_dot!(EvexDot, _mm256_dpbusd_epi32);
