@@ -1,7 +1,7 @@
 //! AVX-VNNI: the 256-bit kernels with the VEX `vpdpbusd` (u8 weights × i8 activations).
 
 use super::ymm::{Dot256, Q4, Q8};
-use super::ymm_k::{Q4K, Q5, Q5K, Q6K};
+use super::ymm_k::{KMin, Q5, Q6K};
 use super::{drive, Job};
 use crate::format::WeightFormat;
 use std::arch::x86_64::*;
@@ -35,8 +35,8 @@ unsafe fn by_format<D: Dot256>(job: &Job, tiles: std::ops::Range<usize>) {
             WeightFormat::Q4_0 => drive::<Q4<D, false>>(job, tiles),
             WeightFormat::Q4_1 => drive::<Q4<D, true>>(job, tiles),
             WeightFormat::Q5_0 => drive::<Q5<D>>(job, tiles),
-            WeightFormat::Q4_K => drive::<Q4K<D>>(job, tiles),
-            WeightFormat::Q5_K => drive::<Q5K<D>>(job, tiles),
+            WeightFormat::Q4_K => drive::<KMin<D, false>>(job, tiles),
+            WeightFormat::Q5_K => drive::<KMin<D, true>>(job, tiles),
             WeightFormat::Q6_K => drive::<Q6K<D>>(job, tiles),
         }
     }

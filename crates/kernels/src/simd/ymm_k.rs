@@ -18,10 +18,9 @@ use std::marker::PhantomData;
 
 /// Q5_0 tile kernel over a dot step.
 pub(super) struct Q5<D>(PhantomData<D>);
-/// Q4_K tile kernel over a dot step.
-pub(super) struct Q4K<D>(PhantomData<D>);
-/// Q5_K tile kernel over a dot step: Q4_K's with Q5_0's fifth bits.
-pub(super) struct Q5K<D>(PhantomData<D>);
+/// Q4_K (`FIFTH = false`) and Q5_K (`FIFTH = true`: Q4_K with Q5_0's fifth bits) tile
+/// kernel over a dot step.
+pub(super) struct KMin<D, const FIFTH: bool>(PhantomData<D>);
 /// Q6_K tile kernel over a dot step.
 pub(super) struct Q6K<D>(PhantomData<D>);
 
@@ -83,7 +82,7 @@ impl<D: Dot256> TileKernel for Q5<D> {
     }
 }
 
-impl<D: Dot256> TileKernel for Q4K<D> {
+impl<D: Dot256, const FIFTH: bool> TileKernel for KMin<D, FIFTH> {
     #[inline(always)]
     unsafe fn tile<const R: usize>(job: &Job, t: &Tile<R>) {
         // SAFETY: as for Q5.
@@ -92,24 +91,12 @@ impl<D: Dot256> TileKernel for Q4K<D> {
                 job,
                 t,
                 |rec, voff, b, isum| {
-                    nibble_sums::<D, R>(rec.add(SCALES + voff), t, b, &mut isum[0]);
-                },
-                |rec, group, col, m, isum, acc| min_epilogue(rec, group, col, m, isum, acc),
-            )
-        }
-    }
-}
-
-impl<D: Dot256> TileKernel for Q5K<D> {
-    #[inline(always)]
-    unsafe fn tile<const R: usize>(job: &Job, t: &Tile<R>) {
-        // SAFETY: as for Q5.
-        unsafe {
-            groups::<R, 1>(
-                job,
-                t,
-                |rec, voff, b, isum| {
-                    fifth_sums::<D, R>(rec.add(SCALES + voff), t, b, &mut isum[0]);
+                    let q = rec.add(SCALES + voff);
+                    if FIFTH {
+                        fifth_sums::<D, R>(q, t, b, &mut isum[0]);
+                    } else {
+                        nibble_sums::<D, R>(q, t, b, &mut isum[0]);
+                    }
                 },
                 |rec, group, col, m, isum, acc| min_epilogue(rec, group, col, m, isum, acc),
             )
