@@ -4,7 +4,7 @@
 //! (activations are never −128, see `block_quant::round_i8`'s ±127 range).
 
 use super::ymm::{Dot256, Q4, Q8};
-use super::ymm_k::{KMin, Q5, Q6K};
+use super::ymm_k::{KNib, Q6K};
 use super::{drive, Job};
 use crate::format::WeightFormat;
 use std::arch::x86_64::*;
@@ -19,9 +19,9 @@ pub(super) unsafe fn run(job: &Job, tiles: std::ops::Range<usize>) {
             WeightFormat::Q8_0 => drive::<Q8<Avx2Dot>>(job, tiles),
             WeightFormat::Q4_0 => drive::<Q4<Avx2Dot, false>>(job, tiles),
             WeightFormat::Q4_1 => drive::<Q4<Avx2Dot, true>>(job, tiles),
-            WeightFormat::Q5_0 => drive::<Q5<Avx2Dot>>(job, tiles),
-            WeightFormat::Q4_K => drive::<KMin<Avx2Dot, false>>(job, tiles),
-            WeightFormat::Q5_K => drive::<KMin<Avx2Dot, true>>(job, tiles),
+            WeightFormat::Q5_0 => drive::<KNib<Avx2Dot, true, false>>(job, tiles),
+            WeightFormat::Q4_K => drive::<KNib<Avx2Dot, false, true>>(job, tiles),
+            WeightFormat::Q5_K => drive::<KNib<Avx2Dot, true, true>>(job, tiles),
             WeightFormat::Q6_K => drive::<Q6K<Avx2Dot>>(job, tiles),
         }
     }

@@ -1,7 +1,7 @@
 //! AVX-VNNI: the 256-bit kernels with the VEX `vpdpbusd` (u8 weights × i8 activations).
 
 use super::ymm::{Dot256, Q4, Q8};
-use super::ymm_k::{KMin, Q5, Q6K};
+use super::ymm_k::{KNib, Q6K};
 use super::{drive, Job};
 use crate::format::WeightFormat;
 use std::arch::x86_64::*;
@@ -34,9 +34,9 @@ unsafe fn by_format<D: Dot256>(job: &Job, tiles: std::ops::Range<usize>) {
             WeightFormat::Q8_0 => drive::<Q8<D>>(job, tiles),
             WeightFormat::Q4_0 => drive::<Q4<D, false>>(job, tiles),
             WeightFormat::Q4_1 => drive::<Q4<D, true>>(job, tiles),
-            WeightFormat::Q5_0 => drive::<Q5<D>>(job, tiles),
-            WeightFormat::Q4_K => drive::<KMin<D, false>>(job, tiles),
-            WeightFormat::Q5_K => drive::<KMin<D, true>>(job, tiles),
+            WeightFormat::Q5_0 => drive::<KNib<D, true, false>>(job, tiles),
+            WeightFormat::Q4_K => drive::<KNib<D, false, true>>(job, tiles),
+            WeightFormat::Q5_K => drive::<KNib<D, true, true>>(job, tiles),
             WeightFormat::Q6_K => drive::<Q6K<D>>(job, tiles),
         }
     }

@@ -16,11 +16,11 @@ use crate::format::{BlockMeta, SCALES, TILE};
 use std::arch::x86_64::*;
 use std::marker::PhantomData;
 
-/// Q5_0 tile kernel over a dot step.
-pub(super) struct Q5<D>(PhantomData<D>);
-/// Q4_K (`FIFTH = false`) and Q5_K (`FIFTH = true`: Q4_K with Q5_0's fifth bits) tile
-/// kernel over a dot step.
-pub(super) struct KMin<D, const FIFTH: bool>(PhantomData<D>);
+/// The K-quant files' nibble formats over a dot step: Q5_0 (`FIFTH`), Q4_K (`SUPER`)
+/// and Q5_K (both). `FIFTH`: a fifth bit per quant from the bit-planed vectors after the
+/// nibbles; `SUPER`: the K super-block's scales and min term, else Q5_0's block scale and
+/// offset.
+pub(super) struct KNib<D, const FIFTH: bool, const SUPER: bool>(PhantomData<D>);
 /// Q6_K tile kernel over a dot step.
 pub(super) struct Q6K<D>(PhantomData<D>);
 
@@ -61,7 +61,7 @@ unsafe fn halfs(p: *const u8) -> __m256 {
     unsafe { _mm256_cvtph_ps(_mm_loadu_si128(p.cast())) }
 }
 
-impl<D: Dot256> TileKernel for Q5<D> {
+impl<D: Dot256, const FIFTH: bool, const SUPER: bool> TileKernel for KNib<D, FIFTH, SUPER> {
     #[inline(always)]
     unsafe fn tile<const R: usize>(job: &Job, t: &Tile<R>) {
         // SAFETY: `groups` hands out in-bounds, 32-aligned vectors of block b's record
@@ -71,26 +71,12 @@ impl<D: Dot256> TileKernel for Q5<D> {
                 job,
                 t,
                 |rec, voff, b, isum| {
-                    for r in 0..R {
-                        isum[0][r] = _mm256_set1_epi32(2 * (*t.m[r].add(b)).c8);
+                    // Q5_0's quants are offset by 16 (no min term): start at −16·Σx.
+                    if !SUPER {
+                        for r in 0..R {
+                            isum[0][r] = _mm256_set1_epi32(2 * (*t.m[r].add(b)).c8);
+                        }
                     }
-                    fifth_sums::<D, R>(rec.add(SCALES + voff), t, b, &mut isum[0]);
-                },
-                |rec, g, col, m, isum, acc| epilogue::<R, false>(rec, g, col, m, isum, acc),
-            )
-        }
-    }
-}
-
-impl<D: Dot256, const FIFTH: bool> TileKernel for KMin<D, FIFTH> {
-    #[inline(always)]
-    unsafe fn tile<const R: usize>(job: &Job, t: &Tile<R>) {
-        // SAFETY: as for Q5.
-        unsafe {
-            groups::<R, 1>(
-                job,
-                t,
-                |rec, voff, b, isum| {
                     let q = rec.add(SCALES + voff);
                     if FIFTH {
                         fifth_sums::<D, R>(q, t, b, &mut isum[0]);
@@ -98,7 +84,13 @@ impl<D: Dot256, const FIFTH: bool> TileKernel for KMin<D, FIFTH> {
                         nibble_sums::<D, R>(q, t, b, &mut isum[0]);
                     }
                 },
-                |rec, group, col, m, isum, acc| min_epilogue(rec, group, col, m, isum, acc),
+                |rec, group, col, m, isum, acc| {
+                    if SUPER {
+                        min_epilogue(rec, group, col, m, isum, acc)
+                    } else {
+                        epilogue::<R, false>(rec, group, col, m, isum, acc)
+                    }
+                },
             )
         }
     }
