@@ -7,11 +7,11 @@ use clap::{Args, Subcommand};
 use serde::Serialize;
 
 use crate::common::{self, ModelArgs};
-use crate::cost::cost_curve;
 use crate::draft_args::DraftArgs;
 use crate::sampling_args::SamplingArgs;
 use crate::verify_args::VerifyArgs;
 use crate::workload::ForcedField;
+use specdec_bench::cost::cost_curve;
 use specdec_engine::DraftMethod;
 
 #[derive(Args, Debug)]
@@ -31,6 +31,10 @@ pub struct BenchArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
+    /// Also write a report into this directory: `index.md` with the tables, and SVG plots
+    /// (per-record speedups, acceptance by position, the forward cost curve).
+    #[arg(long, value_name = "DIR")]
+    report: Option<PathBuf>,
     /// Records generated together, batched through the engine's scheduler (outputs are
     /// the same at any concurrency).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=256))]
@@ -91,6 +95,9 @@ enum BenchCommand {
         #[command(flatten)]
         model: ModelArgs,
     },
+    /// Drafters over a recorded strict run's outputs without the target's forwards: each
+    /// method's acceptance and modeled speedup in seconds, beside the real run's figures.
+    Replay(crate::replay_cmd::ReplayArgs),
 }
 
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
@@ -119,10 +126,11 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
                 json,
             )
         }
+        Some(BenchCommand::Replay(r)) => crate::replay_cmd::run(r),
         None => {
-            let path = args
-                .workload
-                .context("give --workload FILE.jsonl or a subcommand (verify-cost, roofline)")?;
+            let path = args.workload.context(
+                "give --workload FILE.jsonl or a subcommand (verify-cost, roofline, replay)",
+            )?;
             // The forced rule decides acceptance itself; it has no relaxed variant.
             anyhow::ensure!(
                 args.forced.is_none() || !args.verify.is_relaxed(),
@@ -143,6 +151,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
                 concurrency: args.concurrency as usize,
                 forced: args.forced,
                 repeats: args.repeats as usize,
+                report: args.report,
             })
         }
     }
@@ -158,7 +167,7 @@ struct CostRow {
 fn verify_cost(args: &ModelArgs, repeats: usize, prefix: usize, json: bool) -> anyhow::Result<()> {
     let loaded = common::load(args)?;
     let model = &loaded.model;
-    let curve = cost_curve(&loaded, repeats, prefix)?;
+    let curve = cost_curve(&loaded.model, &loaded.tokenizer, repeats, prefix)?;
     let base = curve.ms(1);
     let rows: Vec<CostRow> = curve
         .points()

@@ -24,8 +24,6 @@ pub struct Loaded {
     pub tokenizer: Arc<Tokenizer>,
     /// The file's template, or ChatML when it has none.
     pub template: Arc<ChatTemplate>,
-    /// Whether the file has its own template.
-    pub has_template: bool,
     /// What a draft model is checked against, and the file it came from.
     pub meta: specdec_engine::ModelMeta,
     pub path: PathBuf,
@@ -43,41 +41,51 @@ pub fn load(args: &ModelArgs) -> anyhow::Result<Loaded> {
         model: l.model,
         tokenizer: l.meta.tokenizer.clone(),
         template: l.meta.template.clone(),
-        has_template: l.meta.has_template,
         meta: l.meta,
         path,
     })
 }
 
 impl Loaded {
-    /// Prompt tokens for raw text (special-token text in it is parsed, as the user typed it),
-    /// or for a one-turn chat through the model's template (the prompt and system message are
-    /// contents, so special-token text in them stays text).
+    /// Prompt tokens for raw text or a one-turn chat (see [`prompt_tokens`]).
     pub fn prompt_tokens(
         &self,
         prompt: &str,
         chat: bool,
         system: Option<&str>,
     ) -> anyhow::Result<Vec<u32>> {
-        if !chat {
-            return Ok(self.tokenizer.encode_prompt(prompt)?);
-        }
-        if !self.has_template {
-            eprintln!(
-                "warning: this model has no chat template; --chat wraps the prompt in ChatML, \
-                 which it was not trained on (without --chat the prompt is completed as text)"
-            );
-        }
-        let mut messages = Vec::new();
-        if let Some(s) = system {
-            messages.push(ChatMessage::new("system", s));
-        }
-        messages.push(ChatMessage::new("user", prompt));
-        // The prompt is a message: special-token text in it stays text.
-        Ok(self
-            .tokenizer
-            .encode_chat(&self.template, &messages, true)?)
+        prompt_tokens(&self.meta, prompt, chat, system)
     }
+}
+
+/// Prompt tokens for raw text (special-token text in it is parsed, as the user typed it),
+/// or for a one-turn chat through the model's template (the prompt and system message are
+/// contents, so special-token text in them stays text). Needs the model's metadata only,
+/// not its weights.
+pub fn prompt_tokens(
+    meta: &specdec_engine::ModelMeta,
+    prompt: &str,
+    chat: bool,
+    system: Option<&str>,
+) -> anyhow::Result<Vec<u32>> {
+    if !chat {
+        return Ok(meta.tokenizer.encode_prompt(prompt)?);
+    }
+    if !meta.has_template {
+        eprintln!(
+            "warning: this model has no chat template; --chat wraps the prompt in ChatML, \
+             which it was not trained on (without --chat the prompt is completed as text)"
+        );
+    }
+    let mut messages = Vec::new();
+    if let Some(s) = system {
+        messages.push(ChatMessage::new("system", s));
+    }
+    messages.push(ChatMessage::new("user", prompt));
+    // The prompt is a message: special-token text in it stays text.
+    Ok(meta
+        .tokenizer
+        .encode_chat(&meta.template, &messages, true)?)
 }
 
 /// An error unless a prompt of `prompt` tokens and `max_tokens` more fit a context of

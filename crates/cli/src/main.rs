@@ -2,19 +2,19 @@
 
 mod bench;
 mod common;
-mod cost;
 mod data_cmd;
 mod draft_args;
 mod draft_cmd;
 mod generate;
 mod model_cmd;
-mod oracle;
 mod rec;
+mod replay_cmd;
 mod roofline;
 mod sampling_args;
 mod serve;
 mod verify_args;
 mod workload;
+mod workload_report;
 
 use clap::{Parser, Subcommand};
 
@@ -44,7 +44,8 @@ enum Command {
         command: draft_cmd::DraftCommand,
     },
     /// Benchmarks: forward cost curve, or a workload of prompts.
-    Bench(bench::BenchArgs),
+    // Boxed: its flags make it many times larger than the other commands.
+    Bench(Box<bench::BenchArgs>),
     /// Serve the OpenAI API (chat, completions, streaming, Predicted Outputs).
     Serve(serve::ServeArgs),
     /// Build benchmark workloads from real datasets.
@@ -83,7 +84,7 @@ fn main() {
         Command::Generate(args) => generate::run(args),
         Command::Model { command } => model_cmd::run(command),
         Command::Draft { command } => draft_cmd::run(command),
-        Command::Bench(args) => bench::run(args),
+        Command::Bench(args) => bench::run(*args),
         Command::Data { command } => data_cmd::run(command),
         Command::Serve(args) => serve::run(args),
         Command::Rec { command } => rec::run(command),

@@ -10,7 +10,7 @@ use serde::Serialize;
 use specdec_runtime::{Ceilings, ForwardWork, Node, SeqInput, Want, WeightFormat};
 
 use crate::common::{self, Loaded, ModelArgs};
-use crate::cost::{cost_curve, median, prefilled};
+use specdec_bench::cost::{cost_curve, median, prefilled};
 
 #[derive(Serialize)]
 struct Row {
@@ -91,7 +91,7 @@ fn profile(
     empty_dispatch_us: f64,
 ) -> anyhow::Result<Profile> {
     let model = &loaded.model;
-    let (mut seq, tokens) = prefilled(loaded, prefix, n)?;
+    let (mut seq, tokens) = prefilled(&loaded.model, &loaded.tokenizer, prefix, n)?;
     let nodes = Node::chain(&tokens[prefix..prefix + n]);
     let forward = |seq: &mut specdec_runtime::Sequence| {
         model.forward(&mut [SeqInput {
@@ -200,7 +200,7 @@ pub fn run(
     let c = exec.ceilings(buffer_mib << 20)?;
     let mut rows = Vec::new();
     for &prefix in prefixes {
-        let curve = cost_curve(&loaded, repeats, prefix)?;
+        let curve = cost_curve(&loaded.model, &loaded.tokenizer, repeats, prefix)?;
         let one = curve.ms(1);
         let one_floor = floor_ms(model.forward_work(prefix, 1), &c).0;
         for &(n, ms) in curve.points() {

@@ -110,6 +110,19 @@ impl<'m> Engine<'m> {
         self.target
     }
 
+    /// What requests of the shared scope learned of acceptance, which sizes the next
+    /// requests' drafts. A benchmark puts a copy back between repetitions of a record, so
+    /// that no repetition drafts from what another repetition of it learned.
+    pub fn shared_acceptance(&self) -> &AcceptanceMemories {
+        &self.acceptance
+    }
+
+    /// Replaces what requests of the shared scope learned of acceptance (see
+    /// [`Engine::shared_acceptance`]).
+    pub fn set_shared_acceptance(&mut self, learned: AcceptanceMemories) {
+        self.acceptance = learned;
+    }
+
     /// Saves the drafting state that learned since its last save and logs each outcome.
     pub fn save_drafting_state(&mut self) -> Vec<SaveResult> {
         let saved = self.pools.save_dirty();
@@ -269,7 +282,7 @@ impl<'m> Engine<'m> {
         let name = drafter.as_ref().map_or("", |d| d.name());
         // A relaxed (or forced) request starts from the prior rather than from what earlier
         // requests learned: its draft sizes, and so its text, must not depend on what ran
-        // before.
+        // before. A replay is sized as the strict request it replays.
         let memories = match &req.cache_scope {
             CacheScope::Shared => Some(&self.acceptance),
             CacheScope::Tenant(t) => self.tenant_acceptance.get(t),
@@ -277,10 +290,18 @@ impl<'m> Engine<'m> {
         };
         let max = req.speculation.max_draft;
         let policy = match memories {
-            Some(m) if forced.is_none() && !req.speculation.acceptance.is_relaxed() => {
+            Some(m)
+                if forced.as_ref().is_none_or(Forced::is_replay)
+                    && !req.speculation.acceptance.is_relaxed() =>
+            {
                 m.policy(name, max)
             }
             _ => BudgetPolicy::new(max),
+        };
+        let policy = if req.speculation.references.is_empty() {
+            policy
+        } else {
+            policy.predicted()
         };
         Generation::new(req, forced, seq, drafter, sink, policy)
     }

@@ -141,6 +141,8 @@ pub struct Generation<'a> {
     start: Instant,
     prefill_time: Option<Duration>,
     finish: Option<FinishReason>,
+    /// The stop token that ended the generation, if one did (it is not in the output).
+    stop_token: Option<u32>,
 }
 
 impl<'a> Generation<'a> {
@@ -153,8 +155,10 @@ impl<'a> Generation<'a> {
         policy: BudgetPolicy,
     ) -> Self {
         let cached = seq.len();
-        // A forced output ends with its text (finish reason: length).
-        if let Some(f) = &forced {
+        // A forced output ends with its text (finish reason: length). A replay's ends as
+        // the recorded run's did (its stop token, or the token budget its caller gives), so
+        // drafts near the end are capped as that run's were.
+        if let Some(f) = forced.as_ref().filter(|f| !f.is_replay()) {
             req.max_tokens = req.max_tokens.min(f.remaining(req.prompt.len()));
         }
         Generation {
@@ -169,6 +173,7 @@ impl<'a> Generation<'a> {
             },
             context: req.prompt.clone(),
             finish: (req.max_tokens == 0).then_some(FinishReason::Length),
+            stop_token: None,
             req,
             forced,
             seq,
@@ -197,8 +202,11 @@ impl<'a> Generation<'a> {
     }
 
     /// Whether the output may differ from plain decoding's: a relaxed rule, or forced.
+    /// A replay's forced output is the target's own: its drafts are sized as a strict
+    /// request's, which is what it replays.
     fn follows_drafts(&self) -> bool {
-        self.forced.is_some() || self.req.speculation.acceptance.is_relaxed()
+        self.forced.as_ref().is_some_and(|f| !f.is_replay())
+            || self.req.speculation.acceptance.is_relaxed()
     }
 
     /// Whose cached prefixes the request may reuse (and who may reuse its cache).
@@ -241,6 +249,7 @@ impl<'a> Generation<'a> {
             prefill_time: self.prefill_time.unwrap_or_else(|| self.start.elapsed()),
             elapsed: self.start.elapsed(),
             finish_reason: finish,
+            stop_token: self.stop_token,
             spec: self.stats,
             relaxed,
             forced: self.forced.is_some(),
@@ -388,6 +397,7 @@ impl<'a> Generation<'a> {
             if tok.stop_ids().contains(&t) {
                 // A stop token ends generation and is not part of the output.
                 self.finish = Some(FinishReason::Stop);
+                self.stop_token = Some(t);
                 break;
             }
             self.context.push(t);

@@ -126,6 +126,9 @@ pub struct GenerateOutput {
     pub elapsed: Duration,
     /// Why it ended.
     pub finish_reason: FinishReason,
+    /// The stop token that ended it, if one did: not part of `token_ids`, but the target
+    /// chose it (an offline replay forces it too, or it would stop a step early).
+    pub stop_token: Option<u32>,
     /// Drafted and accepted tokens, overall and by source.
     pub spec: SpecStats,
     /// Whether a relaxed acceptance rule verified the drafts (the output may then differ

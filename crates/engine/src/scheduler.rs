@@ -198,6 +198,11 @@ impl<'m, J: Job> Scheduler<'m, J> {
         &mut self.engine
     }
 
+    /// The most requests it runs together.
+    pub fn capacity(&self) -> usize {
+        self.max_concurrent
+    }
+
     /// Requests running: generations and beam searches.
     pub fn running(&self) -> usize {
         self.active.len() + self.searching.len()

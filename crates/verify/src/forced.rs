@@ -20,6 +20,7 @@ use crate::walk::{strict_choice, walk, Verdict};
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Forced {
     expected: Arc<[u32]>,
+    replay: bool,
 }
 
 impl Forced {
@@ -28,7 +29,24 @@ impl Forced {
     pub fn new(expected: impl Into<Arc<[u32]>>) -> Self {
         Forced {
             expected: expected.into(),
+            replay: false,
         }
+    }
+
+    /// The rule of an offline replay: `expected` (prompt first) is the target's own output
+    /// from an earlier strict run, so the request is sized as that run's strict request
+    /// was (acceptance inherited from earlier requests, the engine's cost curve) and its
+    /// drafts see the trees the real run verified, without the target's forwards.
+    pub fn replay(expected: impl Into<Arc<[u32]>>) -> Self {
+        Forced {
+            replay: true,
+            ..Forced::new(expected)
+        }
+    }
+
+    /// Whether the expected tokens are the target's own (see [`Forced::replay`]).
+    pub fn is_replay(&self) -> bool {
+        self.replay
     }
 
     /// Whether `prompt` is where the expected tokens start; the message says otherwise.

@@ -24,9 +24,9 @@ use specdec_rec::job::read_input;
 use specdec_rec::{KnowledgeRecord, Role};
 
 use crate::common::{self, Loaded, ModelArgs};
-use crate::cost::{cost_curve, CostCurve};
 use crate::verify_args::VerifyArgs;
-use crate::workload::{run_together, Slot};
+use specdec_bench::cost::{cost_curve, CostCurve};
+use specdec_bench::workload::{run_together, Slot};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -532,7 +532,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
     let configs = configs(relaxed);
-    let curve = cost_curve(&loaded, 5, 300)?;
+    let curve = cost_curve(&loaded.model, &loaded.tokenizer, 5, 300)?;
     let t0 = Instant::now();
     let mut rows = Vec::new();
     let (outs, wall) = phase(

@@ -203,6 +203,72 @@ fn bench_roofline_prints_floors_kernel_rates_and_a_profile_as_json() {
 }
 
 #[test]
+fn bench_replay_reproduces_a_recorded_run_and_writes_a_report() {
+    let wl = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../data/workloads/sample.jsonl"
+    );
+    let dir = std::env::temp_dir().join(format!("specdec-replay-{}", std::process::id()));
+    let real_report = dir.join("real");
+    let o = specdec(&[
+        "bench",
+        "--workload",
+        wl,
+        "--draft",
+        "none,suffix",
+        "--json",
+        "--report",
+        real_report.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let index = std::fs::read_to_string(real_report.join("index.md")).unwrap();
+    for plot in ["speedup.svg", "acceptance.svg", "cost_curve.svg"] {
+        assert!(index.contains(plot), "{index}");
+        let svg = std::fs::read_to_string(real_report.join(plot)).unwrap();
+        assert!(svg.starts_with("<svg"), "{plot}");
+    }
+    let run = temp_file("run.json", &o.stdout);
+    let replay_report = dir.join("replay");
+    let v = specdec_json(&[
+        "bench",
+        "replay",
+        "--run",
+        run.to_str().unwrap(),
+        "--workload",
+        wl,
+        "--draft",
+        "none,suffix",
+        "--json",
+        "--report",
+        replay_report.to_str().unwrap(),
+    ]);
+    // Every record replays to the recorded output (the command fails otherwise), and the
+    // real run's figures for the same method stand beside the replay's.
+    let suffix = &v["summary"][1];
+    assert_eq!(suffix["replay"]["method"], "suffix", "{v}");
+    assert_eq!(suffix["replay"]["records"], 3, "{v}");
+    let error = suffix["mean_accepted_length_error"].as_f64().unwrap();
+    assert!(error.abs() < 0.25, "replay far from the real run: {v}");
+    assert!(replay_report.join("acceptance.svg").exists());
+
+    // A recording of another workload is refused with a clear error.
+    let other = temp_file(
+        "other.jsonl",
+        b"{\"id\": \"zz\", \"prompt\": \"hi\", \"max_tokens\": 4, \"chat\": true}\n",
+    );
+    let o = specdec(&[
+        "bench",
+        "replay",
+        "--run",
+        run.to_str().unwrap(),
+        "--workload",
+        other.to_str().unwrap(),
+    ]);
+    assert_clean_error(&o, "no record");
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
 fn bench_verify_cost_refuses_a_prefix_past_the_context() {
     let o = specdec(&["bench", "verify-cost", "--prefix", "100000"]);
     assert_clean_error(&o, "context");

@@ -110,7 +110,7 @@ impl AcceptanceMemory {
 /// One [`AcceptanceMemory`] per drafter (by name): the same source's drafts are accepted
 /// at different rates under different drafters (a prompt copy alone, or merged with other
 /// sources in `auto`'s tree), so requests inherit only from requests drafted the same way.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct AcceptanceMemories {
     by_drafter: Vec<(&'static str, AcceptanceMemory)>,
 }

@@ -56,6 +56,33 @@ impl CostModel {
         }
     }
 
+    /// A cost model that prices forwards on a measured curve and ignores timings (an
+    /// offline replay, whose target takes no time): `points` are (rows, milliseconds) of
+    /// forwards measured after one prefix, in increasing rows, the first at one row. Rows
+    /// between points are priced linearly, past the last along its last segment, and every
+    /// context alike (one curve was measured). `None` for fewer than two points or a
+    /// non-positive one-row time.
+    pub fn measured(points: &[(usize, f64)]) -> Option<Self> {
+        let ok = points.len() >= 2
+            && points[0].0 == 1
+            && points[0].1 > 0.0
+            && points.windows(2).all(|w| w[0].0 < w[1].0)
+            && points.iter().all(|p| p.1.is_finite());
+        if !ok {
+            return None;
+        }
+        let mut m = CostModel::frozen();
+        for (n, e) in m.ms.iter_mut().enumerate().skip(1) {
+            let i = points
+                .partition_point(|&(r, _)| r < n)
+                .clamp(1, points.len() - 1);
+            let ((n0, t0), (n1, t1)) = (points[i - 1], points[i]);
+            let f = (n as f64 - n0 as f64) / (n1 - n0) as f64;
+            *e = [Some((t0 + f * (t1 - t0)).max(points[0].1)); CTX_BUCKETS];
+        }
+        Some(m)
+    }
+
     /// Records one forward over `rows` rows attending to `ctx` tokens on average that
     /// took `ms`.
     pub fn observe(&mut self, rows: usize, ctx: usize, ms: f64) {

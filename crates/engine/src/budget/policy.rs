@@ -1,6 +1,6 @@
 //! One request's draft-size decision: trimming the drafted tree to what pays.
 
-use specdec_drafters::{Meta, TokenTree};
+use specdec_drafters::{Meta, Source, TokenTree};
 
 use super::acceptance::{
     keys, AcceptanceMemories, AcceptanceMemory, Rates, DEPTHS, EVIDENCE, EVIDENCE_PRIOR,
@@ -18,6 +18,25 @@ pub(super) const PROBE_NODES: usize = 3;
 /// Evidence buckets below this one (drafter scores, matches under 16 tokens) are weak
 /// evidence; see `BudgetPolicy::weak_evidence_factor`.
 const TRUSTED_BUCKETS: usize = 6;
+/// The evidence bucket of drafter scores of 0.8 and more (see `evidence_bucket`).
+const CONFIDENT_SCORE_BUCKET: usize = 3;
+
+/// A request's first decode steps verify only strong evidence: references (the caller's
+/// prediction of the output), copies after a match of 16 tokens or more, a drafter's
+/// confident guesses (a score of 0.8 or more: a trie path most earlier texts took), and
+/// weaker guesses whose first token is learned to be accepted at `YOUNG_MIN_RATE` or
+/// more (a code edit's opening copy from the prompt, once earlier edits showed it is). A short answer
+/// has only these steps to gain from, so one failed guess on weak evidence (a prompt copy
+/// after a 2-token match, say) loses it more than a few accepted tokens can win back, and
+/// that loss is per record (a one-token ShareGPT answer ran at 0.92x of plain under `auto`
+/// when its second step verified three weak guesses). A draft model's own first steps are
+/// undrafted for the same reason (`ModelDrafterConfig::undrafted_steps`). A request with
+/// references is never young (see `BudgetPolicy::predicted`).
+pub(super) const YOUNG_STEPS: usize = 2;
+/// See `YOUNG_STEPS`: the acceptance rate a weak branch's first token needs in a young
+/// request. A guess this sure risks a short record little; the priors of weak evidence
+/// are all below it, so only what was learned (this request's or inherited) reaches it.
+pub(super) const YOUNG_MIN_RATE: f64 = 0.8;
 
 /// Acceptance rates and the trimming decision of one request.
 #[derive(Clone, Debug)]
@@ -30,6 +49,8 @@ pub struct BudgetPolicy {
     /// The step being verified is a probe.
     probing: bool,
     max_nodes: usize,
+    /// Decode steps trimmed so far (see `YOUNG_STEPS`).
+    steps: usize,
 }
 
 impl BudgetPolicy {
@@ -42,7 +63,17 @@ impl BudgetPolicy {
             probe_every: PROBE_EVERY,
             probing: false,
             max_nodes,
+            steps: 0,
         }
+    }
+
+    /// For a request whose caller predicted its output (references, such as the code a
+    /// code edit rewrites): its answer is about as long as the prediction, not a few
+    /// tokens, so its first steps are not young (see `YOUNG_STEPS`) and copy what they
+    /// can from the start.
+    pub fn predicted(mut self) -> Self {
+        self.steps = self.steps.max(YOUNG_STEPS);
+        self
     }
 
     /// A policy for a new request that starts from the acceptance `learned` over earlier
@@ -124,6 +155,8 @@ impl BudgetPolicy {
         cost: &CostModel,
         load: &mut BatchLoad,
     ) -> TokenTree {
+        let young = self.steps < YOUNG_STEPS;
+        self.steps += 1;
         if tree.drafted() == 0 {
             load.add(0, ctx, 0.0);
             return tree;
@@ -137,7 +170,12 @@ impl BudgetPolicy {
         for i in 1..tree.len() {
             let p = tree.parent(i);
             let parent = p.map_or(1.0, |p| reach[p]);
-            reach[i] = parent * model_rate(meta, i, p).unwrap_or_else(|| self.rate(keys[i], &weak));
+            let rate = model_rate(meta, i, p).unwrap_or_else(|| self.rate(keys[i], &weak));
+            // A young request's weak branch is verified only once it is learned to be
+            // accepted nearly always (see `YOUNG_STEPS`); its nodes below follow it.
+            let vetoed =
+                young && p == Some(0) && rate < YOUNG_MIN_RATE && weak_branch(meta, i, keys[i]);
+            reach[i] = if vetoed { 0.0 } else { parent * rate };
         }
         // Drafted nodes best first; a parent's reach is never below its child's, and ties
         // keep DFS order, so every prefix of this order is a connected subtree.
@@ -156,6 +194,14 @@ impl BudgetPolicy {
             }
         }
         self.probing = false;
+        if best_k == 0 && young {
+            // Not a probe either: nothing weak is verified this early (an idle step all
+            // the same, towards the first probe).
+            self.idle_steps += 1;
+            load.add(0, ctx, 0.0);
+            tree.truncate(1);
+            return tree;
+        }
         if best_k == 0 {
             self.idle_steps += 1;
             if self.idle_steps < self.probe_every {
@@ -208,6 +254,15 @@ impl BudgetPolicy {
             }
         }
     }
+}
+
+/// Whether node `i` (rate key `key`) hangs off weak evidence for a young request (see
+/// `YOUNG_STEPS`). A draft model's nodes are not judged here: its drafter keeps its own
+/// first steps undrafted.
+fn weak_branch(meta: &[Meta], i: usize, key: (usize, usize)) -> bool {
+    let bucket = (key.0 / DEPTHS) % EVIDENCE;
+    let strong = bucket == CONFIDENT_SCORE_BUCKET || bucket >= TRUSTED_BUCKETS;
+    meta[i].logprob.is_none() && meta[i].source != Source::Reference && !strong
 }
 
 /// A draft model's node carries its own estimate: its score is the draft's calibrated

@@ -1,6 +1,6 @@
 use specdec_drafters::{Meta, Source, TokenTree};
 
-use super::policy::{PROBE_EVERY, PROBE_MAX_EVERY, PROBE_NODES};
+use super::policy::{PROBE_EVERY, PROBE_MAX_EVERY, PROBE_NODES, YOUNG_STEPS};
 use super::*;
 
 /// The pending token with a chain of `n` drafted nodes below it.
@@ -179,6 +179,68 @@ fn chain_of(n: usize, source: Source, score: f32, match_len: u32) -> TokenTree {
     t
 }
 
+/// `p` after its request's first steps (see `YOUNG_STEPS`), which verify no weak guess.
+fn grown(mut p: BudgetPolicy) -> BudgetPolicy {
+    for _ in 0..YOUNG_STEPS {
+        p.trim(
+            TokenTree::rooted(u32::MAX),
+            32,
+            100,
+            &CostModel::default(),
+            &mut BatchLoad::default(),
+        );
+    }
+    p
+}
+
+#[test]
+fn a_young_request_verifies_only_strong_or_learned_evidence() {
+    let cost = CostModel::default();
+    let kept = |p: &mut BudgetPolicy, t: TokenTree| {
+        p.trim(t, 32, 100, &cost, &mut BatchLoad::default())
+            .drafted()
+    };
+    for (source, score, match_len) in [
+        (Source::Prompt, 0.9, 2),
+        (Source::Suffix, 0.9, 8),
+        (Source::Trie, 0.7, 0),
+    ] {
+        let mut p = BudgetPolicy::new(32);
+        for step in 0..YOUNG_STEPS {
+            let k = kept(&mut p, chain_of(8, source, score, match_len));
+            assert_eq!(k, 0, "{source:?} at step {step}");
+        }
+        assert!(
+            kept(&mut p, chain_of(8, source, score, match_len)) > 0,
+            "{source:?}"
+        );
+    }
+    let mut p = BudgetPolicy::new(32);
+    assert!(
+        kept(&mut p, chain(8)) > 0,
+        "a reference copy from the first step"
+    );
+    assert!(
+        kept(&mut p, chain_of(8, Source::Prompt, 0.99, 300)) > 0,
+        "a long prompt match from the first steps"
+    );
+    let mut p = BudgetPolicy::new(32);
+    assert!(
+        kept(&mut p, chain_of(8, Source::Trie, 0.9, 0)) > 0,
+        "a confident trie path from the first step"
+    );
+    // Weak evidence learned to be accepted nearly always is verified from the first step.
+    let mut p = BudgetPolicy::new(32);
+    for _ in 0..40 {
+        p.observe(&chain_of(8, Source::Prompt, 0.9, 2), &first(8));
+    }
+    assert!(kept(&mut p, chain_of(8, Source::Prompt, 0.9, 2)) > 0);
+    // A request with references (a code edit's original) expects a long answer: its
+    // weak guesses (the opening fence copied from the prompt) are tried from the start.
+    let mut p = BudgetPolicy::new(32).predicted();
+    assert!(kept(&mut p, chain_of(8, Source::Prompt, 0.9, 2)) > 0);
+}
+
 #[test]
 fn failing_weak_guesses_make_a_sources_other_weak_guesses_pessimistic_not_its_long_matches() {
     let cost = CostModel::default();
@@ -186,13 +248,13 @@ fn failing_weak_guesses_make_a_sources_other_weak_guesses_pessimistic_not_its_lo
         p.trim(t, 32, 100, &cost, &mut BatchLoad::default())
             .drafted()
     };
-    let mut p = BudgetPolicy::new(32);
+    let mut p = grown(BudgetPolicy::new(32));
     // Short history matches (4-15 tokens) keep failing.
     for _ in 0..40 {
         p.observe(&chain_of(4, Source::History, 0.5, 6), &[]);
     }
     let fresh = kept(
-        &mut BudgetPolicy::new(32),
+        &mut grown(BudgetPolicy::new(32)),
         chain_of(8, Source::History, 0.5, 2),
     );
     // Another weak bucket of the same source (matches of 1-3 tokens) is not tried afresh.
@@ -201,10 +263,30 @@ fn failing_weak_guesses_make_a_sources_other_weak_guesses_pessimistic_not_its_lo
     assert_eq!(
         kept(&mut p, chain_of(8, Source::Trie, 0.9, 0)),
         kept(
-            &mut BudgetPolicy::new(32),
+            &mut grown(BudgetPolicy::new(32)),
             chain_of(8, Source::Trie, 0.9, 0)
         )
     );
     // A long match (an exact repeat) is still trusted.
     assert!(kept(&mut p, chain_of(16, Source::History, 0.99, 300)) >= 4);
+}
+
+#[test]
+fn a_measured_curve_prices_every_size_and_ignores_timings() {
+    let points = [(1, 30.0), (2, 33.0), (4, 39.0), (16, 102.0)];
+    let mut c = CostModel::measured(&points).unwrap();
+    assert_eq!(c.one_row_ms(100), Some(30.0));
+    assert!((c.relative(3, 100) - 36.0 / 30.0).abs() < 1e-9);
+    assert!((c.relative(16, 5000) - 102.0 / 30.0).abs() < 1e-9);
+    // Past the last point, along the last segment.
+    assert!((c.ms(28, 100).unwrap() - (102.0 + 12.0 * 63.0 / 12.0)).abs() < 1e-9);
+    c.observe(1, 100, 1e-3);
+    assert_eq!(
+        c.one_row_ms(100),
+        Some(30.0),
+        "a replay's timings are not learned"
+    );
+    assert!(CostModel::measured(&[(1, 30.0)]).is_none());
+    assert!(CostModel::measured(&[(2, 30.0), (4, 40.0)]).is_none());
+    assert!(CostModel::measured(&[(1, 0.0), (4, 40.0)]).is_none());
 }

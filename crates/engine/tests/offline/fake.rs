@@ -280,7 +280,8 @@ fn a_cancelled_or_expired_request_leaves_at_the_next_step() {
     assert_eq!(sched.running(), 1);
 }
 
-/// Proposes a token outside the vocabulary: the forward refuses it.
+/// Proposes a token outside the vocabulary (as a reference copy, which even a request's
+/// first step verifies): the forward refuses it.
 struct OutOfVocab;
 
 impl Drafter for OutOfVocab {
@@ -291,7 +292,11 @@ impl Drafter for OutOfVocab {
     fn observe(&mut self, _: &[u32]) {}
     fn draft(&mut self, context: &[u32], _budget: usize) -> TokenTree {
         let mut t = TokenTree::rooted(*context.last().unwrap());
-        t.push(VOCAB as u32 + 5, Some(0), Meta::drafted(Source::Trie, 1.0));
+        t.push(
+            VOCAB as u32 + 5,
+            Some(0),
+            Meta::drafted(Source::Reference, 1.0),
+        );
         t
     }
     fn end(&mut self, _: &[u32]) {}

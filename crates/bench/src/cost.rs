@@ -4,9 +4,10 @@
 
 use std::time::Instant;
 
-use specdec_runtime::{Node, SeqInput, Want};
+use specdec_runtime::{Node, SeqInput, Sequence, Target, Want};
+use specdec_tokenizer::Tokenizer;
 
-use crate::common::Loaded;
+use crate::BenchError;
 
 const SIZES: [usize; 7] = [1, 2, 4, 8, 16, 32, 64];
 /// Untimed forwards of the same size before each timed one. Decoding runs forwards of
@@ -16,17 +17,21 @@ const SIZES: [usize; 7] = [1, 2, 4, 8, 16, 32, 64];
 const SETTLE: usize = 2;
 
 /// The median of `v` (the upper one of an even count).
-pub(crate) fn median(mut v: Vec<f64>) -> f64 {
+pub fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
 }
 
 /// The forward cost curve: milliseconds of one forward over n = 1, 2, 4, ..., 64 chained
 /// nodes after `prefix` committed tokens (median of `repeats` interleaved timings).
-pub fn cost_curve(loaded: &Loaded, repeats: usize, prefix: usize) -> anyhow::Result<CostCurve> {
+pub fn cost_curve(
+    model: &dyn Target,
+    tokenizer: &Tokenizer,
+    repeats: usize,
+    prefix: usize,
+) -> Result<CostCurve, BenchError> {
     let max = *SIZES.last().expect("sizes");
-    let (mut seq, tokens) = prefilled(loaded, prefix, max)?;
-    let model = &loaded.model;
+    let (mut seq, tokens) = prefilled(model, tokenizer, prefix, max)?;
     let mut times = vec![Vec::new(); SIZES.len()];
     // One untimed round warms caches and the thread pool.
     for round in 0..repeats.max(1) + 1 {
@@ -58,21 +63,24 @@ pub fn cost_curve(loaded: &Loaded, repeats: usize, prefix: usize) -> anyhow::Res
 /// tokens (repeated as often as needed) for `prefix + extra` positions, the rest to feed
 /// as nodes.
 pub fn prefilled(
-    loaded: &Loaded,
+    model: &dyn Target,
+    tokenizer: &Tokenizer,
     prefix: usize,
     extra: usize,
-) -> anyhow::Result<(specdec_runtime::Sequence, Vec<u32>)> {
-    let model = &loaded.model;
+) -> Result<(Sequence, Vec<u32>), BenchError> {
     let limit = model.config().context_length;
-    anyhow::ensure!(
-        prefix + extra <= limit,
-        "--prefix {prefix} plus {extra} nodes exceeds the model's context ({limit})"
-    );
+    if prefix + extra > limit {
+        return Err(BenchError::Setup(format!(
+            "--prefix {prefix} plus {extra} nodes exceeds the model's context ({limit})"
+        )));
+    }
     // A real passage, repeated as often as the prefix needs (cost does not depend on
     // which tokens they are).
     let text = include_str!("../../../data/passage.txt");
-    let one = loaded.tokenizer.encode(text, false)?;
-    anyhow::ensure!(!one.is_empty(), "empty passage");
+    let one = tokenizer.encode(text, false)?;
+    if one.is_empty() {
+        return Err(BenchError::Setup("the passage has no tokens".into()));
+    }
     let tokens: Vec<u32> = one.iter().copied().cycle().take(prefix + extra).collect();
     let mut seq = model.new_sequence();
     for chunk in tokens[..prefix].chunks(512) {
@@ -87,9 +95,20 @@ pub fn prefilled(
 }
 
 /// Measured forward cost by node count (see [`cost_curve`]).
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct CostCurve(Vec<(usize, f64)>);
 
 impl CostCurve {
+    /// A curve of (nodes, milliseconds) points, in increasing nodes, the first at one node
+    /// (a recorded run's `cost_curve`); `None` for anything else.
+    pub fn from_points(points: Vec<(usize, f64)>) -> Option<Self> {
+        let ok = points.len() >= 2
+            && points[0].0 == 1
+            && points.windows(2).all(|w| w[0].0 < w[1].0)
+            && points.iter().all(|p| p.1.is_finite() && p.1 > 0.0);
+        ok.then_some(CostCurve(points))
+    }
+
     /// The measured (nodes, milliseconds) pairs.
     pub fn points(&self) -> &[(usize, f64)] {
         &self.0

@@ -1,0 +1,23 @@
+//! specdec's benchmark library: what the benchmarks measure with, apart from the command
+//! line that runs them.
+//!
+//! - [`cost`]: the forward cost curve (one forward over n tree nodes after a prefix),
+//!   which prices every decode step free of run-to-run noise;
+//! - [`oracle`]: the copy oracle, the ceiling of any copying drafter on an output;
+//! - [`replay`]: the offline replay of drafters over recorded outputs, without the target;
+//! - [`report`]: `--report DIR`, an `index.md` with the tables and SVG plots beside it;
+//! - [`workload`]: the workload benchmark's harness (methods x records x repeats,
+//!   interleaved, outputs checked against plain decoding's, steps priced on the curve).
+//!
+//! The recommendation harnesses (`rec bench`, `rec eval`) and the roofline still live in
+//! the `specdec` binary and use these.
+
+mod error;
+
+pub mod cost;
+pub mod oracle;
+pub mod replay;
+pub mod report;
+pub mod workload;
+
+pub use error::BenchError;

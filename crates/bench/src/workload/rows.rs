@@ -1,0 +1,332 @@
+//! The rows a workload run reports: one per record and method, and per-method summaries.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use specdec_engine::{DraftMethod, GenerateOutput, Pools, SpecStats};
+use specdec_workloads::{Record, RecordClass};
+
+use super::method_pool;
+use crate::cost::CostCurve;
+use crate::BenchError;
+
+/// Where an output first differs from plain decoding's.
+#[derive(Serialize)]
+pub struct Divergence {
+    /// The first token that differs.
+    pub position: usize,
+    /// The target's top-2 logit gap there (a near tie is noise, not a bug).
+    pub top2_gap: f32,
+}
+
+/// One record under one method (its median repetition).
+#[derive(Serialize)]
+pub struct RecordRow {
+    /// The record.
+    pub id: String,
+    /// The record's class, for workloads with classes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub class: Option<RecordClass>,
+    /// The method.
+    pub method: &'static str,
+    /// The output was the record's forced text, not the model's (see `--forced`).
+    pub forced: bool,
+    /// Tokens of the prompt.
+    pub prompt_tokens: usize,
+    /// Tokens written.
+    pub completion_tokens: usize,
+    /// Wall time, prefill included.
+    pub elapsed_ms: f64,
+    /// Time until the prompt was in the cache.
+    pub prefill_ms: f64,
+    /// Wall time after prefill.
+    pub decode_ms: f64,
+    /// Completion tokens per second of decoding (prefill, identical for all methods,
+    /// excluded); with repeats, the median repetition's (the other fields are its too).
+    pub tokens_per_second: f64,
+    /// The lowest and highest tokens per second over the repetitions.
+    pub tokens_per_second_range: [f64; 2],
+    /// Repetitions run.
+    pub repeats: usize,
+    /// tokens_per_second over `none`'s on the same record.
+    pub speedup_vs_none: f64,
+    /// What this record's decode forwards cost on the run's measured cost curve (each
+    /// step's forward over its node count), free of the machine's run-to-run noise.
+    pub modeled_decode_ms: f64,
+    /// `none`'s modeled_decode_ms over this one's (the same tokens).
+    pub modeled_speedup_vs_none: f64,
+    /// Target forwards, prefill included.
+    pub forward_passes: usize,
+    /// Tokens per decode step.
+    pub mean_accepted_length: f64,
+    /// Drafted tokens verified.
+    pub drafted_tokens: usize,
+    /// Drafted tokens accepted.
+    pub accepted_tokens: usize,
+    /// Accepted tokens that were not the target's own choice (0 under strict).
+    pub relaxed_tokens: usize,
+    /// Time spent drafting (included in the decode time).
+    pub draft_ms: f64,
+    /// The output equals plain decoding's.
+    pub identical_to_plain: bool,
+    /// Where it first differs from plain decoding's, if it does.
+    pub first_divergence: Option<Divergence>,
+    /// The output's tokens (what `bench replay` replays).
+    pub token_ids: Vec<u32>,
+    /// The stop token that ended the output, if one did (not in `token_ids`).
+    pub stop_token: Option<u32>,
+}
+
+/// One method's totals over a set of records.
+#[derive(Serialize)]
+pub struct SummaryRow {
+    /// The method.
+    pub method: &'static str,
+    /// The outputs were forced.
+    pub forced: bool,
+    /// Records summed.
+    pub records: usize,
+    /// Tokens written.
+    pub completion_tokens: usize,
+    /// Wall time, prefill included.
+    pub elapsed_ms: f64,
+    /// Wall time after prefill.
+    pub decode_ms: f64,
+    /// Completion tokens per second of decoding.
+    pub tokens_per_second: f64,
+    /// tokens_per_second over `none`'s.
+    pub speedup_vs_none: f64,
+    /// Tokens per decode step.
+    pub mean_accepted_length: f64,
+    /// Accepted tokens that were not the target's own choice (0 under strict).
+    pub relaxed_tokens: usize,
+    /// Records whose output equals plain decoding's.
+    pub identical_records: usize,
+    /// The per-record floor: the lowest per-record speedup vs `none`, and how many records
+    /// fall below 0.95x (a method may win on average and still lose on some records).
+    pub min_record_speedup: f64,
+    /// Records below 0.95x.
+    pub records_below_0_95: usize,
+    /// The same three figures on modeled decode time (see `RecordRow::modeled_decode_ms`):
+    /// `none`'s modeled decode time over this method's.
+    pub modeled_speedup_vs_none: f64,
+    /// The lowest per-record modeled speedup.
+    pub min_record_modeled_speedup: f64,
+    /// Records below 0.95x, modeled.
+    pub records_below_0_95_modeled: usize,
+    /// Completion tokens per second of wall time with `concurrency` records in flight
+    /// (prefill included): the throughput a batch of clients sees. Whole runs only (a
+    /// class's records share their batches' wall time with others).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub aggregate_tokens_per_second: Option<f64>,
+    /// `accepted_by_position[d]`: decode steps whose accepted path reached depth d + 1.
+    pub accepted_by_position: Vec<usize>,
+    /// Accepted tokens by draft source.
+    pub accepted_by_source: BTreeMap<&'static str, usize>,
+}
+
+/// One record's result under one method.
+pub(crate) struct Row {
+    pub(crate) method: usize,
+    pub(crate) row: RecordRow,
+    pub(crate) spec: SpecStats,
+}
+
+/// Index of the median of `reps` by decode time; of the two middle ones for an even count,
+/// the faster (a shared machine's noise only ever slows a run down).
+pub(crate) fn median_rep(reps: &[GenerateOutput]) -> usize {
+    let decode = |o: &GenerateOutput| o.elapsed.saturating_sub(o.prefill_time);
+    let mut order: Vec<usize> = (0..reps.len()).collect();
+    order.sort_by_key(|&i| decode(&reps[i]));
+    order[(order.len() - 1) / 2]
+}
+
+/// The lowest and highest of `values`.
+pub(crate) fn span(values: impl Iterator<Item = f64>) -> [f64; 2] {
+    values.fold([f64::INFINITY, f64::NEG_INFINITY], |[lo, hi], v| {
+        [lo.min(v), hi.max(v)]
+    })
+}
+
+/// A record's progress line: its median repetition and, with repeats, the spread.
+pub(crate) fn progress(
+    r: &Record,
+    m: &DraftMethod,
+    row: &RecordRow,
+    reps: &[GenerateOutput],
+) -> String {
+    let mut tps = String::new();
+    let mut mal = String::new();
+    if reps.len() > 1 {
+        let [lo, hi] = row.tokens_per_second_range;
+        tps = format!(" ({lo:.1}-{hi:.1})");
+        // Repetitions start from the same pools, so their MALs should agree (draft
+        // sizing still learns across requests).
+        let [lo, hi] = span(
+            reps.iter()
+                .map(|o| o.spec.mean_accepted_length(o.completion_tokens)),
+        );
+        if hi - lo > 0.005 {
+            mal = format!(" ({lo:.2}-{hi:.2})");
+        }
+    }
+    if row.relaxed_tokens > 0 {
+        mal.push_str(&format!("  {} relaxed", row.relaxed_tokens));
+    }
+    format!(
+        "{:<24} {:<10} {:>4} tok {:>7.1} tok/s{tps}  MAL {:.2}{mal}{}{}",
+        r.id,
+        m.name(),
+        row.completion_tokens,
+        row.tokens_per_second,
+        row.mean_accepted_length,
+        if row.identical_to_plain {
+            ""
+        } else {
+            "  DIFFERS"
+        },
+        if row.forced { "  forced" } else { "" }
+    )
+}
+
+/// A record's row from its repetitions `reps`, reported as `out` (the median one).
+pub(crate) fn record_row(
+    curve: &CostCurve,
+    r: &Record,
+    method: &'static str,
+    reps: &[GenerateOutput],
+    out: &GenerateOutput,
+    first_divergence: Option<Divergence>,
+) -> RecordRow {
+    let tps = |o: &GenerateOutput| {
+        let decode_s = (o.elapsed.saturating_sub(o.prefill_time)).as_secs_f64();
+        o.completion_tokens as f64 / decode_s.max(1e-9)
+    };
+    RecordRow {
+        id: r.id.clone(),
+        class: r.class,
+        method,
+        forced: out.forced,
+        prompt_tokens: out.prompt_tokens,
+        completion_tokens: out.completion_tokens,
+        elapsed_ms: out.elapsed.as_secs_f64() * 1e3,
+        prefill_ms: out.prefill_time.as_secs_f64() * 1e3,
+        decode_ms: out.elapsed.saturating_sub(out.prefill_time).as_secs_f64() * 1e3,
+        tokens_per_second: tps(out),
+        tokens_per_second_range: span(reps.iter().map(tps)),
+        repeats: reps.len(),
+        speedup_vs_none: 1.0,
+        modeled_decode_ms: curve.steps_ms(&out.spec.steps_by_size),
+        modeled_speedup_vs_none: 1.0,
+        forward_passes: out.forward_passes,
+        mean_accepted_length: out.spec.mean_accepted_length(out.completion_tokens),
+        drafted_tokens: out.spec.drafted_tokens,
+        accepted_tokens: out.spec.accepted_tokens,
+        relaxed_tokens: out.spec.relaxed_tokens,
+        draft_ms: out.spec.draft_time.as_secs_f64() * 1e3,
+        identical_to_plain: first_divergence.is_none(),
+        first_divergence,
+        token_ids: out.token_ids.clone(),
+        stop_token: out.stop_token,
+    }
+}
+
+/// Per-method totals over `rows`; `wall` (per method) gives the aggregate throughput.
+pub(crate) fn summarize(
+    methods: &[DraftMethod],
+    rows: &[&Row],
+    wall: Option<&[f64]>,
+) -> Vec<SummaryRow> {
+    let mut out: Vec<SummaryRow> = Vec::new();
+    for (mi, m) in methods.iter().enumerate() {
+        let mine: Vec<&RecordRow> = rows
+            .iter()
+            .filter(|r| r.method == mi)
+            .map(|r| &r.row)
+            .collect();
+        let tokens: usize = mine.iter().map(|r| r.completion_tokens).sum();
+        let elapsed: f64 = mine.iter().map(|r| r.elapsed_ms).sum();
+        let decode: f64 = mine.iter().map(|r| r.decode_ms).sum();
+        let mut spec = SpecStats::default();
+        for r in rows.iter().filter(|r| r.method == mi) {
+            spec.merge(&r.spec);
+        }
+        let tps = tokens as f64 / (decode / 1e3).max(1e-9);
+        let modeled: f64 = mine.iter().map(|r| r.modeled_decode_ms).sum();
+        let plain_modeled: f64 = rows
+            .iter()
+            .filter(|r| r.method == 0)
+            .map(|r| r.row.modeled_decode_ms)
+            .sum();
+        out.push(SummaryRow {
+            method: m.name(),
+            forced: mine.iter().any(|r| r.forced),
+            records: mine.len(),
+            completion_tokens: tokens,
+            elapsed_ms: elapsed,
+            decode_ms: decode,
+            tokens_per_second: tps,
+            speedup_vs_none: out.first().map_or(1.0, |none| tps / none.tokens_per_second),
+            mean_accepted_length: spec.mean_accepted_length(tokens),
+            relaxed_tokens: spec.relaxed_tokens,
+            identical_records: mine.iter().filter(|r| r.identical_to_plain).count(),
+            min_record_speedup: mine
+                .iter()
+                .map(|r| r.speedup_vs_none)
+                .fold(f64::INFINITY, f64::min),
+            records_below_0_95: mine.iter().filter(|r| r.speedup_vs_none < 0.95).count(),
+            modeled_speedup_vs_none: plain_modeled / modeled.max(1e-9),
+            min_record_modeled_speedup: mine
+                .iter()
+                .map(|r| r.modeled_speedup_vs_none)
+                .fold(f64::INFINITY, f64::min),
+            records_below_0_95_modeled: mine
+                .iter()
+                .filter(|r| r.modeled_speedup_vs_none < 0.95)
+                .count(),
+            aggregate_tokens_per_second: wall.map(|w| tokens as f64 / w[mi].max(1e-9)),
+            accepted_by_position: spec.accepted_by_position,
+            accepted_by_source: spec.accepted_by_source,
+        });
+    }
+    out
+}
+
+/// What a method's history index holds at the end of a run.
+/// What a method's history index holds at the end of a run.
+#[derive(Serialize)]
+pub struct HistorySize {
+    /// The method.
+    pub method: &'static str,
+    /// Requests indexed.
+    pub documents: usize,
+    /// Tokens indexed.
+    pub tokens: usize,
+    /// Bytes the index takes.
+    pub memory_bytes: usize,
+    /// Its size per million tokens, in MiB.
+    pub mib_per_million_tokens: f64,
+}
+
+pub(crate) fn history_sizes(
+    pools: &mut Pools,
+    methods: &[DraftMethod],
+) -> Result<Vec<HistorySize>, BenchError> {
+    let mut out = Vec::new();
+    for &m in methods
+        .iter()
+        .filter(|m| matches!(m, DraftMethod::History | DraftMethod::Auto))
+    {
+        let pool = pools.pool(Some(&method_pool(m)))?;
+        let h = pool.history.lock().unwrap_or_else(|e| e.into_inner());
+        out.push(HistorySize {
+            method: m.name(),
+            documents: h.documents(),
+            tokens: h.tokens(),
+            memory_bytes: h.memory_bytes(),
+            mib_per_million_tokens: h.memory_bytes() as f64 / (1 << 20) as f64 * 1e6
+                / h.tokens().max(1) as f64,
+        });
+    }
+    Ok(out)
+}

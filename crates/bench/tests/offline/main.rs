@@ -1,0 +1,4 @@
+//! The benchmark library without a model file: replays against real runs on a fake target.
+
+mod replay;
+mod workload;

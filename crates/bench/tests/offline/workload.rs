@@ -1,0 +1,79 @@
+//! The workload harness on a fake target: outputs checked against plain decoding's, and
+//! repetitions of a record that start from the same learned state.
+
+use specdec_bench::workload::{self, Options, Prepared, Slot};
+use specdec_engine::budget::CostModel;
+use specdec_engine::{DraftMethod, Engine, Scheduler};
+use specdec_runtime::FakeTarget;
+use specdec_workloads::Record;
+
+use crate::replay::{curve, requests};
+
+fn run(repeats: usize) -> Vec<(String, &'static str, f64, usize)> {
+    let tok = specdec_testkit::tokenizer();
+    let fake = FakeTarget::new(tok.vocab_size(), 512).with_eos(tok.eos_id().unwrap(), 30);
+    // A frozen cost model: draft sizes depend on acceptance alone, not on the fake's
+    // timings.
+    let engine =
+        Engine::new(&fake, &tok).with_cost_model(CostModel::measured(curve().points()).unwrap());
+    let mut sched: Scheduler<'_, Slot> = Scheduler::new(engine, 1);
+    let work: Vec<Prepared> = requests(tok.vocab_size() as u32)
+        .into_iter()
+        .enumerate()
+        .map(|(i, request)| Prepared {
+            record: Record {
+                id: format!("r{i}"),
+                prompt: String::new(),
+                references: Vec::new(),
+                max_tokens: request.max_tokens,
+                chat: false,
+                answer: None,
+                class: None,
+            },
+            request,
+            forced: None,
+        })
+        .collect();
+    let opts = Options {
+        methods: vec![DraftMethod::Suffix, DraftMethod::Auto],
+        repeats,
+        max_draft: 16,
+        forced: None,
+        verify: "strict",
+        model: None,
+    };
+    let run = workload::run(
+        &mut sched,
+        &fake,
+        &tok,
+        &work,
+        Vec::new(),
+        &opts,
+        &mut |_| {},
+    )
+    .unwrap();
+    assert_eq!(run.records.len(), work.len() * 3);
+    assert!(run.records.iter().all(|r| r.identical_to_plain));
+    assert_eq!(run.summary[0].method, "none");
+    run.records
+        .iter()
+        .map(|r| {
+            (
+                r.id.clone(),
+                r.method,
+                r.mean_accepted_length,
+                r.forward_passes,
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn repetitions_of_a_record_start_from_what_its_first_started_from() {
+    // Every repetition starts from the pools and the acceptance memory the first one
+    // started from, so each is the single run's step for step (a repetition that learned
+    // from the one before it would draft more and report a higher MAL).
+    let once = run(1);
+    assert!(once.iter().any(|r| r.2 > 1.0), "the workload must draft");
+    assert_eq!(run(3), once);
+}

@@ -1,0 +1,165 @@
+//! `bench --workload W --report DIR`: the run's tables and plots as a report directory
+//! (see `specdec_bench::report`).
+
+use std::path::Path;
+
+use specdec_bench::report::{
+    acceptance_plot, cost_curve_plot, speedup_distribution_plot, Report, Section, Table,
+};
+
+use specdec_bench::workload::{RecordRow, SummaryRow, WorkloadRun};
+
+/// What the report is drawn from: the run, and where it ran.
+pub(crate) struct RunView<'a> {
+    pub model: &'a str,
+    pub isa: &'a str,
+    pub threads: usize,
+    pub workload: &'a Path,
+    pub run: &'a WorkloadRun,
+}
+
+/// Writes the report into `dir`; returns the index's path.
+pub(crate) fn write(dir: &Path, view: &RunView<'_>) -> anyhow::Result<std::path::PathBuf> {
+    let run = view.run;
+    let curve = &run.cost_curve;
+    let mut sections = vec![Section {
+        heading: "All records".into(),
+        text: vec![format!(
+            "Speedup is decode tokens per second over plain decoding's (`none`) on the same \
+             records; modeled prices each decode step on the forward cost curve below, free \
+             of run-to-run noise; floor is the worst record's speedup. The copy oracle \
+             (always copying the longest true continuation from the prompt, references or \
+             output so far) reaches a mean accepted length of {:.2}.",
+            run.copy_oracle_mean_accepted_length
+        )],
+        table: Some(summary_table(&run.summary)),
+        plots: vec![
+            speedup_distribution_plot(&per_record(run, |r| r.speedup_vs_none), "speedup.svg"),
+            speedup_distribution_plot(
+                &per_record(run, |r| r.modeled_speedup_vs_none),
+                "speedup_modeled.svg",
+            ),
+            acceptance_plot(
+                &run.summary
+                    .iter()
+                    .skip(1)
+                    .map(|s| {
+                        let steps = s.completion_tokens as f64 / s.mean_accepted_length.max(1e-9);
+                        (
+                            s.method.to_string(),
+                            s.accepted_by_position.clone(),
+                            steps.round() as usize,
+                        )
+                    })
+                    .collect::<Vec<_>>(),
+                "acceptance.svg",
+            ),
+        ],
+    }];
+    if let Some(p) = sections[0].plots.get_mut(1) {
+        p.title = "Per-record modeled speedup (steps priced on the cost curve)".into();
+    }
+    for (class, s) in &run.classes {
+        sections.push(Section {
+            heading: format!("Class {class}"),
+            table: Some(summary_table(s)),
+            ..Section::default()
+        });
+    }
+    sections.push(Section {
+        heading: "Forward cost".into(),
+        text: vec![
+            "One forward over n tree nodes after a 300-token prefix, median of 5, measured \
+             before the first record; every modeled figure above is priced on it."
+                .into(),
+        ],
+        table: Some(Table {
+            header: vec!["nodes".into(), "ms".into(), "x one node".into()],
+            rows: curve
+                .points()
+                .iter()
+                .map(|&(n, ms)| {
+                    vec![
+                        n.to_string(),
+                        format!("{ms:.2}"),
+                        format!("{:.2}", ms / curve.ms(1)),
+                    ]
+                })
+                .collect(),
+        }),
+        plots: vec![cost_curve_plot(curve, "cost_curve.svg")],
+    });
+    let report = Report {
+        title: format!("specdec bench: {}", view.workload.display()),
+        intro: vec![format!(
+            "Model `{}`, {} threads ({}), {} records, {} in flight, median of {} \
+             repetition(s) per record, verification `{}`.",
+            view.model,
+            view.threads,
+            view.isa,
+            run.records
+                .iter()
+                .filter(|r| r.method == specdec_engine::DraftMethod::None.name())
+                .count(),
+            run.concurrency,
+            run.repeats,
+            run.verify
+        )],
+        sections,
+    };
+    Ok(report.write(dir)?)
+}
+
+fn per_record(run: &WorkloadRun, f: impl Fn(&RecordRow) -> f64) -> Vec<(String, Vec<f64>)> {
+    run.summary
+        .iter()
+        .skip(1)
+        .map(|s| {
+            let values = run
+                .records
+                .iter()
+                .filter(|r| r.method == s.method)
+                .map(&f)
+                .collect();
+            (s.method.to_string(), values)
+        })
+        .collect()
+}
+
+fn summary_table(summary: &[SummaryRow]) -> Table {
+    Table {
+        header: [
+            "method",
+            "records",
+            "tokens",
+            "tok/s",
+            "speedup",
+            "floor",
+            "<0.95x",
+            "modeled",
+            "modeled floor",
+            "MAL",
+            "identical",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: summary
+            .iter()
+            .map(|s| {
+                vec![
+                    s.method.to_string(),
+                    s.records.to_string(),
+                    s.completion_tokens.to_string(),
+                    format!("{:.1}", s.tokens_per_second),
+                    format!("{:.2}x", s.speedup_vs_none),
+                    format!("{:.2}x", s.min_record_speedup),
+                    s.records_below_0_95.to_string(),
+                    format!("{:.2}x", s.modeled_speedup_vs_none),
+                    format!("{:.2}x", s.min_record_modeled_speedup),
+                    format!("{:.2}", s.mean_accepted_length),
+                    format!("{}/{}", s.identical_records, s.records),
+                ]
+            })
+            .collect(),
+    }
+}
