@@ -17,7 +17,7 @@ use serde::Serialize;
 use specdec_engine::{DraftMethod, Engine, Forced, GenerateRequest};
 
 use crate::cost::CostCurve;
-use crate::workload::method_pool;
+use crate::workload::{method_pool, record_floor};
 use crate::BenchError;
 
 /// One recorded output to replay: the request that produced it (prompt, references,
@@ -169,19 +169,14 @@ pub fn summarize(rows: &[ReplayRow]) -> Vec<ReplaySummary> {
             let tokens: usize = mine.iter().map(|r| r.completion_tokens).sum();
             let steps: usize = mine.iter().map(|r| r.decode_steps).sum();
             let ms: f64 = mine.iter().map(|r| r.modeled_decode_ms).sum();
+            let (lowest, below) = record_floor(mine.iter().map(|r| r.modeled_speedup_vs_none));
             ReplaySummary {
                 method: m,
                 records: mine.len(),
                 mean_accepted_length: tokens as f64 / steps.max(1) as f64,
                 modeled_speedup_vs_none: plain_ms / ms.max(1e-9),
-                min_record_modeled_speedup: mine
-                    .iter()
-                    .map(|r| r.modeled_speedup_vs_none)
-                    .fold(f64::INFINITY, f64::min),
-                records_below_0_95_modeled: mine
-                    .iter()
-                    .filter(|r| r.modeled_speedup_vs_none < 0.95)
-                    .count(),
+                min_record_modeled_speedup: lowest,
+                records_below_0_95_modeled: below,
             }
         })
         .collect()
