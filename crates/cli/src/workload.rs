@@ -5,7 +5,9 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use specdec_bench::workload::{self, method_pool, Prepared, Slot, SummaryRow, WorkloadRun};
+use specdec_bench::workload::{
+    self, method_pool, Prepared, Progress, Slot, SummaryRow, WorkloadRun,
+};
 use specdec_engine::{
     Acceptance, DraftMethod, Engine, Forced, GenerateRequest, SamplingParams, Scheduler,
     Speculation,
@@ -177,10 +179,10 @@ pub fn run(opts: &Options) -> anyhow::Result<()> {
             verify: opts.acceptance.name(),
             model: model_name.clone(),
         },
-        &mut |line| {
-            if !opts.json {
-                eprintln!("{line}");
-            }
+        &mut |p| match p {
+            Progress::Record(line) if !opts.json => eprintln!("{line}"),
+            Progress::Record(_) => {}
+            Progress::Warning(w) => eprintln!("warning: {w}"),
         },
     )?;
     if opts.json {

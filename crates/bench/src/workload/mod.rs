@@ -56,6 +56,15 @@ pub struct Options {
     pub model: Option<String>,
 }
 
+/// What the harness reports while it runs.
+pub enum Progress {
+    /// A record finished under a method: its line for a person watching.
+    Record(String),
+    /// Something a person must hear of even when only the report is read (repetitions of
+    /// a record that wrote different tokens, say).
+    Warning(String),
+}
+
 /// A finished workload run: what `bench --workload --json` prints.
 #[derive(Serialize)]
 pub struct WorkloadRun {
@@ -86,8 +95,8 @@ pub struct WorkloadRun {
 
 /// Runs `work` under every method of `opts` through `sched` (whose engine runs over
 /// `target` with the pools and draft model the methods need; its capacity is the
-/// concurrency), after generating `warm` unmeasured. `progress` gets a line per record
-/// and method as they finish.
+/// concurrency), after generating `warm` unmeasured. `progress` hears of each record and
+/// method as they finish, and of anything amiss.
 pub fn run(
     sched: &mut Scheduler<'_, Slot>,
     target: &dyn Target,
@@ -95,7 +104,7 @@ pub fn run(
     work: &[Prepared],
     warm: Vec<GenerateRequest>,
     opts: &Options,
-    progress_line: &mut dyn FnMut(String),
+    progress_line: &mut dyn FnMut(Progress),
 ) -> Result<WorkloadRun, BenchError> {
     let repeats = opts.repeats.max(1);
     let mut methods = vec![DraftMethod::None];
@@ -169,11 +178,11 @@ pub fn run(
             for (k, (p, reps)) in group.iter().zip(&outs[mi]).enumerate() {
                 let r = &p.record;
                 if reps.iter().any(|o| o.token_ids != reps[0].token_ids) {
-                    progress_line(format!(
-                        "warning: {} with {}: repetitions differ",
+                    progress_line(Progress::Warning(format!(
+                        "{} with {}: repetitions differ",
                         r.id,
                         m.name()
-                    ));
+                    )));
                 }
                 let out = &reps[median_rep(reps)];
                 if mi == 0 {
@@ -201,12 +210,12 @@ pub fn run(
                 }
                 row.speedup_vs_none = row.tokens_per_second / plain[k].1.max(1e-9);
                 row.modeled_speedup_vs_none = plain[k].2 / row.modeled_decode_ms.max(1e-9);
-                progress_line(format!(
+                progress_line(Progress::Record(format!(
                     "[{}/{}] {}",
                     done + k + 1,
                     work.len(),
                     progress(r, m, &row, reps)
-                ));
+                )));
                 rows.push(Row {
                     method: mi,
                     row,
