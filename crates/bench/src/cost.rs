@@ -124,6 +124,20 @@ impl CostCurve {
         (t0 + f * (t1 - t0)).max(0.0)
     }
 
+    /// The speedup over plain decoding of a perfect drafter on this curve, and the forward
+    /// size it takes: one that always drafts the true continuation as a chain, so a step
+    /// over n nodes writes n tokens where a plain step writes one, at `ms(n)` against
+    /// `ms(1)`. It drafts at most `max_draft` tokens a step, as the real drafters do, and
+    /// picks the size with the most tokens per millisecond: the ceiling any drafter can
+    /// reach on this machine, whatever its acceptance (the end of an output, where a
+    /// step cannot be filled, is ignored).
+    pub fn perfect_drafter(&self, max_draft: usize) -> (f64, usize) {
+        let one = self.ms(1);
+        (1..=max_draft + 1)
+            .map(|n| (n as f64 * one / self.ms(n).max(1e-9), n))
+            .fold((1.0, 1), |best, c| if c.0 > best.0 { c } else { best })
+    }
+
     /// What decode steps cost: `steps_by_size[k]` forwards over `1 + k` nodes each.
     pub fn steps_ms(&self, steps_by_size: &[usize]) -> f64 {
         steps_by_size
@@ -131,5 +145,24 @@ impl CostCurve {
             .enumerate()
             .map(|(k, &n)| n as f64 * self.ms(1 + k))
             .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_perfect_drafter_takes_the_size_with_the_most_tokens_per_millisecond() {
+        // Rows are nearly free up to 4 nodes, then cost almost as much as forwards.
+        let c = CostCurve::from_points(vec![(1, 10.0), (4, 12.0), (16, 40.0)]).unwrap();
+        let (speedup, nodes) = c.perfect_drafter(15);
+        assert_eq!(nodes, 16);
+        assert!((speedup - 16.0 * 10.0 / 40.0).abs() < 1e-9);
+        // A budget of 3 drafted tokens stops at 4 nodes: 4 tokens for 1.2 forwards.
+        let (speedup, nodes) = c.perfect_drafter(3);
+        assert_eq!(nodes, 4);
+        assert!((speedup - 4.0 / 1.2).abs() < 1e-9);
+        assert_eq!(c.perfect_drafter(0), (1.0, 1));
     }
 }

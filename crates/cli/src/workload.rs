@@ -256,6 +256,11 @@ fn print_run(run: &WorkloadRun, opts: &Options) {
          references or output so far (at most {} tokens) gives MAL {:.2}",
         opts.drafting.budget, run.copy_oracle_mean_accepted_length
     );
+    println!(
+        "perfect drafter: always drafting the true continuation (at most {} tokens) would \
+         run at {:.2}x plain on this machine's cost curve, verifying {} nodes a step",
+        opts.drafting.budget, run.perfect_drafter_ceiling, run.perfect_drafter_nodes
+    );
     for h in &run.history_index {
         println!(
             "history index of {}'s pool: {} requests, {} tokens in {:.1} MiB \

@@ -29,8 +29,12 @@ pub(crate) fn write(dir: &Path, view: &RunView<'_>) -> anyhow::Result<std::path:
              records; modeled prices each decode step on the forward cost curve below, free \
              of run-to-run noise; floor is the worst record's speedup. The copy oracle \
              (always copying the longest true continuation from the prompt, references or \
-             output so far) reaches a mean accepted length of {:.2}.",
-            run.copy_oracle_mean_accepted_length
+             output so far) reaches a mean accepted length of {:.2}. A perfect drafter \
+             (always drafting the true continuation, as deep as pays on the cost curve, \
+             {} nodes a step) would reach {:.2}x: the ceiling of any drafter on this machine.",
+            run.copy_oracle_mean_accepted_length,
+            run.perfect_drafter_nodes,
+            run.perfect_drafter_ceiling
         )],
         table: Some(summary_table(&run.summary)),
         plots: vec![

@@ -86,6 +86,11 @@ pub struct WorkloadRun {
     pub history_index: Vec<HistorySize>,
     /// The copy oracle's mean accepted length over plain's outputs.
     pub copy_oracle_mean_accepted_length: f64,
+    /// A perfect drafter's speedup on the cost curve, drafting at most the run's budget
+    /// (see [`CostCurve::perfect_drafter`]): the ceiling of any drafter on this machine.
+    pub perfect_drafter_ceiling: f64,
+    /// The forward size (nodes) that ceiling takes.
+    pub perfect_drafter_nodes: usize,
     /// The forward cost curve every modeled figure is priced on (what `bench replay`
     /// prices its steps on, too).
     pub cost_curve: CostCurve,
@@ -237,6 +242,7 @@ pub fn run(
         })
         .collect();
     let history_index = history_sizes(sched.engine_mut().pools_mut(), &methods)?;
+    let ceiling = curve.perfect_drafter(opts.max_draft);
     Ok(WorkloadRun {
         records: rows.into_iter().map(|r| r.row).collect(),
         summary,
@@ -247,6 +253,8 @@ pub fn run(
         verify: opts.verify,
         history_index,
         copy_oracle_mean_accepted_length: oracle_tokens as f64 / oracle_steps.max(1) as f64,
+        perfect_drafter_ceiling: ceiling.0,
+        perfect_drafter_nodes: ceiling.1,
         cost_curve: curve,
         model: opts.model.clone(),
     })

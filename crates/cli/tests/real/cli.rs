@@ -289,6 +289,8 @@ fn bench_workload_reports_records_and_summary() {
         records.iter().all(|r| r["identical_to_plain"] == true),
         "{v}"
     );
+    let ceiling = v["perfect_drafter_ceiling"].as_f64().unwrap();
+    assert!(ceiling >= 1.0, "{v}");
     let (none, auto) = (&v["summary"][0], &v["summary"][1]);
     assert_eq!(none["method"], "none");
     assert_eq!(auto["method"], "auto");
