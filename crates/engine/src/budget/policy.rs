@@ -49,8 +49,8 @@ pub struct BudgetPolicy {
     /// The step being verified is a probe.
     probing: bool,
     max_nodes: usize,
-    /// Decode steps trimmed so far (see `YOUNG_STEPS`).
-    steps: usize,
+    /// Decode steps still young (see `YOUNG_STEPS`).
+    young_steps: usize,
 }
 
 impl BudgetPolicy {
@@ -63,7 +63,7 @@ impl BudgetPolicy {
             probe_every: PROBE_EVERY,
             probing: false,
             max_nodes,
-            steps: 0,
+            young_steps: YOUNG_STEPS,
         }
     }
 
@@ -72,7 +72,7 @@ impl BudgetPolicy {
     /// tokens, so its first steps are not young (see `YOUNG_STEPS`) and copy what they
     /// can from the start.
     pub fn predicted(mut self) -> Self {
-        self.steps = self.steps.max(YOUNG_STEPS);
+        self.young_steps = 0;
         self
     }
 
@@ -155,8 +155,8 @@ impl BudgetPolicy {
         cost: &CostModel,
         load: &mut BatchLoad,
     ) -> TokenTree {
-        let young = self.steps < YOUNG_STEPS;
-        self.steps += 1;
+        let young = self.young_steps > 0;
+        self.young_steps = self.young_steps.saturating_sub(1);
         if tree.drafted() == 0 {
             load.add(0, ctx, 0.0);
             return tree;
@@ -194,17 +194,11 @@ impl BudgetPolicy {
             }
         }
         self.probing = false;
-        if best_k == 0 && young {
-            // Not a probe either: nothing weak is verified this early (an idle step all
-            // the same, towards the first probe).
-            self.idle_steps += 1;
-            load.add(0, ctx, 0.0);
-            tree.truncate(1);
-            return tree;
-        }
         if best_k == 0 {
             self.idle_steps += 1;
-            if self.idle_steps < self.probe_every {
+            // A young request does not probe either: nothing weak is verified this early
+            // (its idle steps count towards the first probe all the same).
+            if young || self.idle_steps < self.probe_every {
                 load.add(0, ctx, 0.0);
                 tree.truncate(1);
                 return tree;
