@@ -4,6 +4,7 @@
 
 use std::time::Instant;
 
+use specdec_engine::budget::{curve_ms, is_curve};
 use specdec_runtime::{Node, SeqInput, Sequence, Target, Want};
 use specdec_tokenizer::Tokenizer;
 
@@ -102,11 +103,7 @@ impl CostCurve {
     /// A curve of (nodes, milliseconds) points, in increasing nodes, the first at one node
     /// (a recorded run's `cost_curve`); `None` for anything else.
     pub fn from_points(points: Vec<(usize, f64)>) -> Option<Self> {
-        let ok = points.len() >= 2
-            && points[0].0 == 1
-            && points.windows(2).all(|w| w[0].0 < w[1].0)
-            && points.iter().all(|p| p.1.is_finite() && p.1 > 0.0);
-        ok.then_some(CostCurve(points))
+        is_curve(&points).then_some(CostCurve(points))
     }
 
     /// The measured (nodes, milliseconds) pairs.
@@ -114,14 +111,10 @@ impl CostCurve {
         &self.0
     }
 
-    /// Milliseconds of a forward over `n` nodes: linear between the measured sizes, and
-    /// beyond the largest along its last segment.
+    /// Milliseconds of a forward over `n` nodes (the engine's [`curve_ms`]: the one
+    /// pricing a replay's cost model uses).
     pub fn ms(&self, n: usize) -> f64 {
-        let p = &self.0;
-        let i = p.partition_point(|&(m, _)| m < n).clamp(1, p.len() - 1);
-        let ((n0, t0), (n1, t1)) = (p[i - 1], p[i]);
-        let f = (n as f64 - n0 as f64) / (n1 - n0) as f64;
-        (t0 + f * (t1 - t0)).max(0.0)
+        curve_ms(&self.0, n)
     }
 
     /// The speedup over plain decoding of a perfect drafter on this curve, and the forward

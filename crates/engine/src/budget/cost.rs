@@ -14,6 +14,27 @@ fn ctx_bucket(ctx: usize) -> usize {
     CTX_EDGES.iter().take_while(|&&e| ctx >= e).count()
 }
 
+/// Whether `points` are a measured cost curve: at least two (rows, milliseconds) points
+/// in increasing rows, the first at one row, every time finite and positive.
+pub fn is_curve(points: &[(usize, f64)]) -> bool {
+    points.len() >= 2
+        && points[0].0 == 1
+        && points.windows(2).all(|w| w[0].0 < w[1].0)
+        && points.iter().all(|p| p.1.is_finite() && p.1 > 0.0)
+}
+
+/// Milliseconds of a forward over `n` rows on the curve `points` (see [`is_curve`]):
+/// linear between the measured sizes, beyond the largest along its last segment, never
+/// below zero.
+pub fn curve_ms(points: &[(usize, f64)], n: usize) -> f64 {
+    let i = points
+        .partition_point(|&(m, _)| m < n)
+        .clamp(1, points.len() - 1);
+    let ((n0, t0), (n1, t1)) = (points[i - 1], points[i]);
+    let f = (n as f64 - n0 as f64) / (n1 - n0) as f64;
+    (t0 + f * (t1 - t0)).max(0.0)
+}
+
 /// Forward cost by row count and context length, learned from timed forwards.
 #[derive(Clone, Debug)]
 pub struct CostModel {
@@ -58,27 +79,16 @@ impl CostModel {
 
     /// A cost model that prices forwards on a measured curve and ignores timings (an
     /// offline replay, whose target takes no time): `points` are (rows, milliseconds) of
-    /// forwards measured after one prefix, in increasing rows, the first at one row. Rows
-    /// between points are priced linearly, past the last along its last segment, and every
-    /// context alike (one curve was measured). `None` for fewer than two points or a
-    /// non-positive one-row time.
+    /// forwards measured after one prefix (see [`is_curve`]). Rows are priced by
+    /// [`curve_ms`], every context alike (one curve was measured). `None` when `points`
+    /// are not a curve.
     pub fn measured(points: &[(usize, f64)]) -> Option<Self> {
-        let ok = points.len() >= 2
-            && points[0].0 == 1
-            && points[0].1 > 0.0
-            && points.windows(2).all(|w| w[0].0 < w[1].0)
-            && points.iter().all(|p| p.1.is_finite());
-        if !ok {
+        if !is_curve(points) {
             return None;
         }
         let mut m = CostModel::frozen();
         for (n, e) in m.ms.iter_mut().enumerate().skip(1) {
-            let i = points
-                .partition_point(|&(r, _)| r < n)
-                .clamp(1, points.len() - 1);
-            let ((n0, t0), (n1, t1)) = (points[i - 1], points[i]);
-            let f = (n as f64 - n0 as f64) / (n1 - n0) as f64;
-            *e = [Some((t0 + f * (t1 - t0)).max(points[0].1)); CTX_BUCKETS];
+            *e = [Some(curve_ms(points, n).max(points[0].1)); CTX_BUCKETS];
         }
         Some(m)
     }

@@ -21,7 +21,7 @@ mod policy;
 pub use acceptance::{AcceptanceMemories, AcceptanceMemory};
 pub use beam_plans::PlanReport;
 pub(crate) use beam_plans::{Plan, PlanChooser};
-pub use cost::{BatchLoad, CostModel};
+pub use cost::{curve_ms, is_curve, BatchLoad, CostModel};
 pub use policy::BudgetPolicy;
 
 #[cfg(test)]
