@@ -13,6 +13,8 @@
 //!
 //! [`ReplayTarget`]: specdec_runtime::ReplayTarget
 
+use std::sync::Arc;
+
 use serde::Serialize;
 use specdec_engine::{DraftMethod, Engine, Forced, GenerateRequest};
 
@@ -85,7 +87,8 @@ pub fn replay(
                 vocab,
             });
         }
-        let expected: Vec<u32> = r.request.prompt.iter().chain(written).copied().collect();
+        // Shared by every method's replay of the record.
+        let expected: Arc<[u32]> = r.request.prompt.iter().chain(written).copied().collect();
         let mut plain_ms = None;
         for &m in &order {
             let mut req = r.request.clone();
@@ -98,7 +101,8 @@ pub fn replay(
                 req.max_tokens = r.output.len();
             }
             let out =
-                engine.generate_forced(&req, Forced::replay(expected.clone()), &mut |_| true)?;
+                engine
+                    .generate_forced(&req, Forced::replay(Arc::clone(&expected)), &mut |_| true)?;
             if out.token_ids != r.output {
                 let at = out
                     .token_ids

@@ -160,8 +160,8 @@ pub(crate) fn progress(
     if reps.len() > 1 {
         let [lo, hi] = row.tokens_per_second_range;
         tps = format!(" ({lo:.1}-{hi:.1})");
-        // Repetitions start from the same pools, so their MALs should agree (draft
-        // sizing still learns across requests).
+        // Repetitions start from the same pools and acceptance memory, so their MALs
+        // should agree (draft sizing still follows the forwards' live timings).
         let [lo, hi] = span(
             reps.iter()
                 .map(|o| o.spec.mean_accepted_length(o.completion_tokens)),
