@@ -269,10 +269,10 @@ pub fn acceptance_plot(methods: &[(String, Vec<usize>, usize)], file: &str) -> P
     }
 }
 
-/// Per-record speedups, sorted ascending, per method: a quantile plot whose left end is
+/// Per-record speedups, sorted ascending, per method, captioned `title`: a quantile plot whose left end is
 /// the worst record (the never-slower promise is about that end), with 1x and 0.95x
 /// drawn in.
-pub fn speedup_distribution_plot(methods: &[(String, Vec<f64>)], file: &str) -> Plot {
+pub fn speedup_distribution_plot(methods: &[(String, Vec<f64>)], file: &str, title: &str) -> Plot {
     let mut series: Vec<Series> = methods
         .iter()
         .map(|(name, speedups)| {
@@ -294,7 +294,7 @@ pub fn speedup_distribution_plot(methods: &[(String, Vec<f64>)], file: &str) -> 
     series.push(Series::reference("0.95x", vec![(0.0, 0.95), (1.0, 0.95)]));
     Plot {
         file: file.into(),
-        title: "Per-record speedup over plain decoding".into(),
+        title: title.into(),
         x_label: "records, worst to best (quantile)".into(),
         y_label: "speedup vs plain".into(),
         series,
@@ -313,6 +313,7 @@ mod tests {
                 ("model".into(), vec![]),
             ],
             "speedups.svg",
+            "Per-record speedup over plain decoding",
         );
         let svg = render_svg(&plot).unwrap();
         assert!(svg.starts_with("<svg"), "{}", &svg[..40.min(svg.len())]);

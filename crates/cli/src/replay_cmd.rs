@@ -297,8 +297,11 @@ fn write_report(
             (m.to_string(), v)
         })
         .collect();
-    let mut speedup_plot = speedup_distribution_plot(&speedups, "speedup_modeled.svg");
-    speedup_plot.title = "Per-record modeled speedup (replay)".into();
+    let speedup_plot = speedup_distribution_plot(
+        &speedups,
+        "speedup_modeled.svg",
+        "Per-record modeled speedup (replay)",
+    );
     let fmt = |v: Option<f64>, f: &dyn Fn(f64) -> String| v.map_or("-".to_string(), f);
     let table = Table {
         header: [

@@ -38,10 +38,15 @@ pub(crate) fn write(dir: &Path, view: &RunView<'_>) -> anyhow::Result<std::path:
         )],
         table: Some(summary_table(&run.summary)),
         plots: vec![
-            speedup_distribution_plot(&per_record(run, |r| r.speedup_vs_none), "speedup.svg"),
+            speedup_distribution_plot(
+                &per_record(run, |r| r.speedup_vs_none),
+                "speedup.svg",
+                "Per-record speedup over plain decoding",
+            ),
             speedup_distribution_plot(
                 &per_record(run, |r| r.modeled_speedup_vs_none),
                 "speedup_modeled.svg",
+                "Per-record modeled speedup (steps priced on the cost curve)",
             ),
             acceptance_plot(
                 &run.summary
@@ -60,9 +65,6 @@ pub(crate) fn write(dir: &Path, view: &RunView<'_>) -> anyhow::Result<std::path:
             ),
         ],
     }];
-    if let Some(p) = sections[0].plots.get_mut(1) {
-        p.title = "Per-record modeled speedup (steps priced on the cost curve)".into();
-    }
     for (class, s) in &run.classes {
         sections.push(Section {
             heading: format!("Class {class}"),
