@@ -76,6 +76,12 @@ pub struct ServeArgs {
     /// another's drafts could show.
     #[arg(long = "shared-pool", value_name = "NAME", value_parser = parse_pool_name)]
     pub shared_pools: Vec<PoolName>,
+    /// Share drafting state with the other replicas of this model through Redis
+    /// (`redis://HOST[:PORT][/DB]`): each publishes what its requests teach its pools and
+    /// folds in what the others' taught, so a repeat that lands on another replica drafts
+    /// from the first answer. A Redis that is down is retried; drafting goes on locally.
+    #[arg(long, value_name = "URL")]
+    pub shared_state: Option<String>,
     /// Drafting pools held in memory besides the global one (the least recently used
     /// idle one is saved and unloaded to make room).
     #[arg(long, default_value_t = SERVER_POOL_LIMITS.max_loaded)]
@@ -169,6 +175,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             ..SERVER_POOL_LIMITS
         },
         shared_pools: args.shared_pools,
+        shared_state: args.shared_state,
     };
     let per_client = args.max_connections_per_client.max(1);
     tracing::info!(

@@ -14,7 +14,7 @@ use crate::budget::{AcceptanceMemories, BatchLoad, BudgetPolicy, CostModel};
 use crate::draft_model::DraftModel;
 use crate::generation::{Generation, Sink, StepInput};
 use crate::method::DraftMethod;
-use crate::pools::{Pools, SaveResult};
+use crate::pools::{Folded, Learned, Pools, SaveResult};
 use crate::prefix_cache::PrefixCache;
 use crate::request::{GenerateOutput, GenerateRequest};
 use crate::scope::{CacheScope, Tenant};
@@ -34,7 +34,14 @@ pub struct Engine<'m> {
     pools: Pools,
     /// The draft model of the `model` method (and a part of `auto`'s), if loaded.
     draft_model: Option<DraftModel>,
+    /// What finished requests taught their pools, for [`Engine::take_learned`]; `None`
+    /// unless [`Engine::sharing_learning`] (nobody else would read it).
+    learned: Option<Vec<Learned>>,
 }
+
+/// Lessons kept for [`Engine::take_learned`] at most; a caller that stopped taking them
+/// loses the oldest rather than growing memory.
+const MAX_UNTAKEN_LESSONS: usize = 4096;
 
 /// Tenants whose acceptance memories are kept; beyond it one is forgotten (it starts
 /// again from the prior, as a new tenant does).
@@ -54,7 +61,31 @@ impl<'m> Engine<'m> {
             tenant_acceptance: HashMap::new(),
             pools,
             draft_model: None,
+            learned: None,
         }
+    }
+
+    /// Keeps what each finished request taught its pool for [`Engine::take_learned`], so
+    /// other engines (replicas of this model) can fold it in with [`Engine::fold_learned`].
+    pub fn sharing_learning(mut self) -> Self {
+        self.learned = Some(Vec::new());
+        self
+    }
+
+    /// What finished requests taught their pools since the last call (empty unless
+    /// [`Engine::sharing_learning`]). Private requests and benchmarks' forced runs teach
+    /// nothing to share.
+    pub fn take_learned(&mut self) -> Vec<Learned> {
+        self.learned
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
+    }
+
+    /// Folds what another engine's request taught into this engine's pool of the same
+    /// owner and name (see [`Pools::fold`]).
+    pub fn fold_learned(&mut self, learned: &Learned) -> Folded {
+        self.pools.fold(learned)
     }
 
     /// Lets requests draft with `draft` (the `model` method, and a part of `auto`).
@@ -169,7 +200,24 @@ impl<'m> Engine<'m> {
                 .mark_dirty_in(g.cache_scope(), spec.pool.as_ref());
         }
         let scope = g.cache_scope().clone();
+        let lesson = self.learned.is_some() && spec.method.uses_pool();
+        let lesson = lesson.then(|| Learned {
+            scope: scope.clone(),
+            pool: spec.pool.clone(),
+            prompt: tail(g.prompt(), self.pools.lesson_prompt_tokens()).to_vec(),
+            output: Vec::new(),
+        });
         let (out, seq, learned) = g.into_parts(self.tokenizer);
+        if let (Some(mut lesson), Some(outbox)) = (lesson, self.learned.as_mut()) {
+            // The drafter learned the output only when the request got past its prefill.
+            if lesson.scope != CacheScope::Private && !out.token_ids.is_empty() && !out.forced {
+                lesson.output = out.token_ids.clone();
+                if outbox.len() >= MAX_UNTAKEN_LESSONS {
+                    outbox.remove(0);
+                }
+                outbox.push(lesson);
+            }
+        }
         if let Some((name, policy)) = learned {
             match &scope {
                 CacheScope::Shared => self.acceptance.learn(name, &policy),
@@ -473,4 +521,9 @@ impl<'m> Engine<'m> {
         }
         Ok(self.finish(g))
     }
+}
+
+/// The last `n` tokens of `tokens`.
+fn tail(tokens: &[u32], n: usize) -> &[u32] {
+    &tokens[tokens.len().saturating_sub(n)..]
 }

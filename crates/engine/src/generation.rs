@@ -214,6 +214,11 @@ impl<'a> Generation<'a> {
         &self.req.cache_scope
     }
 
+    /// The request's prompt tokens.
+    pub fn prompt(&self) -> &[u32] {
+        &self.req.prompt
+    }
+
     /// Ends the generation before its next step (client gone, timeout).
     pub fn cancel(&mut self) {
         self.finish.get_or_insert(FinishReason::Cancelled);

@@ -42,7 +42,9 @@ pub use engine::Engine;
 pub use generation::{Generation, Sink};
 pub use load::{load_draft, Loaded, ModelMeta};
 pub use method::DraftMethod;
-pub use pools::{history_file, load_trie, new_trie, Pool, PoolLimits, PoolName, Pools};
+pub use pools::{
+    history_file, load_trie, new_trie, Folded, Learned, Pool, PoolLimits, PoolName, Pools,
+};
 pub use request::{FinishReason, GenerateOutput, GenerateRequest, Speculation};
 pub use scheduler::{Finished, Job, Outcome, Scheduler};
 pub use scope::{CacheScope, Tenant};

@@ -26,8 +26,9 @@ impl Tenant {
         Tenant(id.into())
     }
 
-    /// The identity (for keys derived from it, never for logs).
-    pub(crate) fn id(&self) -> &str {
+    /// The identity (for keys derived from it and the operator's own stores, never for
+    /// logs).
+    pub fn id(&self) -> &str {
         &self.0
     }
 }

@@ -57,6 +57,9 @@ pub enum RecError {
     /// An option or argument out of its range (a fraction, a shard, a count).
     #[error("invalid option: {0}")]
     Invalid(String),
+    /// `--shared-state` could not start (a Redis that is down is not an error).
+    #[error(transparent)]
+    SharedState(#[from] specdec_shared_state::SharedStateError),
 }
 
 /// `map_err` helper for I/O errors that names the path.

@@ -38,6 +38,9 @@ pub enum ServerError {
     /// The `--catalogue` for `/v1/recommend` could not be loaded.
     #[error("loading the recommendation catalogue: {0}")]
     Catalogue(#[from] specdec_rec::RecError),
+    /// `--shared-state` could not start (a Redis that is down is not an error).
+    #[error(transparent)]
+    SharedState(#[from] specdec_shared_state::SharedStateError),
 }
 
 /// A request's failure, sent to the client as OpenAI's error body with its HTTP status.

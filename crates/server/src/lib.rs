@@ -20,6 +20,7 @@ mod json_budget;
 pub mod metrics;
 mod prediction;
 pub mod recommend;
+pub mod request_id;
 mod routes;
 mod state;
 pub mod validate;
@@ -84,6 +85,9 @@ pub struct ServerConfig {
     /// Named pools every tenant reads and feeds (the operator's choice); all other pools
     /// are their tenant's own.
     pub shared_pools: Vec<PoolName>,
+    /// `redis://HOST[:PORT][/DB]`: replicas of this model share what their requests teach
+    /// the drafting pools through it (none: this server learns alone).
+    pub shared_state: Option<String>,
 }
 
 impl ServerConfig {
@@ -108,6 +112,7 @@ impl ServerConfig {
             recommend: RecommendLimits::default(),
             pool_limits: SERVER_POOL_LIMITS,
             shared_pools: Vec::new(),
+            shared_state: None,
         }
     }
 }
@@ -241,6 +246,10 @@ impl Server {
         // takes them in.
         let (queue, rx) =
             worker::Queue::new(config.max_concurrent + config.max_queue, metrics.clone());
+        let shared = match &config.shared_state {
+            Some(url) => Some(worker::Shared::start(url, &frontend.tokenizer, &metrics)?),
+            None => None,
+        };
         let engine = worker::spawn(
             model,
             frontend.tokenizer.clone(),
@@ -252,6 +261,7 @@ impl Server {
                 recommender: recommender.clone(),
                 draft_model,
             },
+            shared,
             metrics.clone(),
             rx,
             queue.shutdown(),

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::fmt::{Display, Write};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering::Relaxed};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use specdec_engine::SpecStats;
@@ -68,6 +68,13 @@ pub struct Metrics {
     running: AtomicI64,
     e2e: Histogram,
     ttft: Histogram,
+    /// Prompt tokens of finished requests, and those of them read from the prefix cache.
+    prefix_queries: AtomicU64,
+    prefix_hits: AtomicU64,
+    /// `--shared-state`'s link counters, once it started.
+    shared: OnceLock<Arc<specdec_shared_state::Stats>>,
+    /// Other replicas' lessons by what folding did with them.
+    folded: Mutex<BTreeMap<&'static str, u64>>,
     /// Whether the engine can serve (`GET /health`).
     pub health: Health,
 }
@@ -124,6 +131,10 @@ impl Metrics {
             running: AtomicI64::new(0),
             e2e: Histogram::new(LATENCY_BUCKETS),
             ttft: Histogram::new(TTFT_BUCKETS),
+            prefix_queries: AtomicU64::new(0),
+            prefix_hits: AtomicU64::new(0),
+            shared: OnceLock::new(),
+            folded: Mutex::new(BTreeMap::new()),
             health: Health::default(),
         }
     }
@@ -165,6 +176,23 @@ impl Metrics {
         lock(&self.spec).merge(spec);
         *lock(&self.finished).entry(reason).or_default() += 1;
         self.e2e.observe(latency.as_secs_f64());
+    }
+
+    /// A generation's prompt: `prompt` tokens, `cached` of them from the prefix cache.
+    pub fn prefix(&self, prompt: usize, cached: usize) {
+        self.prefix_queries.fetch_add(prompt as u64, Relaxed);
+        self.prefix_hits.fetch_add(cached as u64, Relaxed);
+    }
+
+    /// Reports `--shared-state`'s counters from now on.
+    pub fn shared_state(&self, stats: Arc<specdec_shared_state::Stats>) {
+        let _ = self.shared.set(stats);
+    }
+
+    /// Another replica's lesson was `applied`, `skipped` or `dropped` (see
+    /// `specdec_engine::Folded`).
+    pub fn folded(&self, outcome: &'static str) {
+        *lock(&self.folded).entry(outcome).or_default() += 1;
     }
 
     /// A recommendation ended: `ok`, `invalid`, `error` or `cancelled`.
@@ -214,6 +242,54 @@ impl Metrics {
             line(name, "counter", help, n.to_string());
         }
         line(
+            "vllm:prefix_cache_queries_total",
+            "counter",
+            "Prompt tokens of finished requests looked up in the prefix cache.",
+            self.prefix_queries.load(Relaxed).to_string(),
+        );
+        line(
+            "vllm:prefix_cache_hits_total",
+            "counter",
+            "Prompt tokens read from the prefix cache.",
+            self.prefix_hits.load(Relaxed).to_string(),
+        );
+        if let Some(st) = self.shared.get() {
+            let shared = [
+                (
+                    "published",
+                    "Lessons this replica published.",
+                    &st.published,
+                ),
+                ("received", "Other replicas' lessons read.", &st.received),
+                ("dropped", "Lessons dropped unpublished.", &st.dropped),
+                (
+                    "malformed",
+                    "Stream entries that were not lessons.",
+                    &st.malformed,
+                ),
+            ];
+            for (what, help, n) in shared {
+                let name = format!("specdec:shared_state_{what}_total");
+                line(&name, "counter", help, n.load(Relaxed).to_string());
+            }
+            line(
+                "specdec:shared_state_held",
+                "gauge",
+                "Lessons held while Redis is unreachable.",
+                st.held.load(Relaxed).to_string(),
+            );
+            // The subscriber reads all the time, so it notices an outage within seconds;
+            // the publisher connects when it has something to send (an outage then shows
+            // as lessons held).
+            let up = st.subscriber_up.load(Relaxed) as u8;
+            line(
+                "specdec:shared_state_connected",
+                "gauge",
+                "1 while the link that reads other replicas' lessons is up.",
+                up.to_string(),
+            );
+        }
+        line(
             "vllm:num_requests_waiting",
             "gauge",
             "Requests queued for the engine.",
@@ -249,6 +325,16 @@ impl Metrics {
             "outcome",
             lock(&self.recommended).iter(),
         );
+        if self.shared.get().is_some() {
+            labelled(
+                &mut out,
+                "specdec:shared_state_folded_total",
+                "Other replicas' lessons, by what folding did with them.",
+                l,
+                "outcome",
+                lock(&self.folded).iter(),
+            );
+        }
         self.e2e.render(
             &mut out,
             "vllm:e2e_request_latency_seconds",

@@ -24,6 +24,7 @@ use crate::api::{
 };
 use crate::error::ApiError;
 use crate::recommend;
+use crate::request_id::RequestSpan;
 use crate::state::AppState;
 use crate::validate::{self, Endpoint, ValidRequest};
 use crate::worker::{Event, Job, RecommendJob};
@@ -56,6 +57,7 @@ pub fn router(state: Arc<AppState>) -> Router {
             ApiError::MethodNotAllowed(uri.path().to_string())
         })
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(middleware::from_fn(crate::request_id::layer))
         .with_state(state)
 }
 
@@ -145,9 +147,12 @@ async fn recommend_answer(s: Arc<AppState>, req: Request) -> Result<serde_json::
     if s.recommender.is_none() {
         return Err(ApiError::RecommendDisabled);
     }
+    let span = RequestSpan::of(&req);
     let body = body_bytes(read_body(req).await?)?;
     let state = s.clone();
+    let inside = span.clone();
     let valid = off_runtime(move || {
+        let _in = inside.enter();
         let rec = state
             .recommender
             .as_ref()
@@ -169,6 +174,7 @@ async fn recommend_answer(s: Arc<AppState>, req: Request) -> Result<serde_json::
         reply: tx,
         arrived: Instant::now(),
         slot: None,
+        span,
     })?;
     let found = rx.await.map_err(|_| ApiError::Unavailable)??;
     let mut v = specdec_rec::recommend::answer_json(&found, &opts);
@@ -203,8 +209,9 @@ async fn generate(s: Arc<AppState>, endpoint: Endpoint, req: Request) -> Respons
         Ok(t) => t,
         Err(e) => return e.into_response(),
     };
+    let span = RequestSpan::of(&req);
     match read_body(req).await {
-        Ok(body) => respond(s, endpoint, tenant, body).await,
+        Ok(body) => respond(s, endpoint, tenant, body, span).await,
         Err(e) => e.into_response(),
     }
 }
@@ -243,8 +250,9 @@ async fn respond(
     endpoint: Endpoint,
     tenant: Option<HeaderValue>,
     body: Result<Bytes, BytesRejection>,
+    span: tracing::Span,
 ) -> Response {
-    match enqueue_off_runtime(s, endpoint, tenant, body).await {
+    match enqueue_off_runtime(s, endpoint, tenant, body, span).await {
         Ok((meta, rx, true)) => stream(meta, rx).into_response(),
         Ok((meta, rx, false)) => match collect(rx).await {
             Ok(out) => Json(whole(&meta, &out)).into_response(),
@@ -269,8 +277,13 @@ async fn enqueue_off_runtime(
     endpoint: Endpoint,
     tenant: Option<HeaderValue>,
     body: Result<Bytes, BytesRejection>,
+    span: tracing::Span,
 ) -> Result<Enqueued, ApiError> {
-    off_runtime(move || enqueue(&s, endpoint, tenant.as_ref(), body)).await
+    off_runtime(move || {
+        let inside = span.clone();
+        inside.in_scope(|| enqueue(&s, endpoint, tenant.as_ref(), body, span))
+    })
+    .await
 }
 
 /// `parse` on a blocking thread, once one of [`MAX_PARSING`] permits is free.
@@ -297,6 +310,7 @@ fn enqueue(
     endpoint: Endpoint,
     tenant: Option<&HeaderValue>,
     body: Result<Bytes, BytesRejection>,
+    span: tracing::Span,
 ) -> Result<Enqueued, ApiError> {
     let body = body_bytes(body)?;
     let tenant = match tenant {
@@ -345,6 +359,7 @@ fn enqueue(
         events: tx,
         arrived: Instant::now(),
         slot: None,
+        span,
     })?;
     Ok((meta, rx, stream))
 }

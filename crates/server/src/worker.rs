@@ -15,11 +15,12 @@ use std::time::{Duration, Instant};
 use specdec_engine::beam::BeamRunner;
 use specdec_engine::scheduler::Progress;
 use specdec_engine::{
-    Engine, GenerateOutput, GenerateRequest, Model, Outcome, Pools, Scheduler, Sink, SpecStats,
-    Tokenizer,
+    Engine, Folded, GenerateOutput, GenerateRequest, Learned, Model, Outcome, Pools, Scheduler,
+    Sink, SpecStats, Tokenizer,
 };
 use specdec_rec::recommend::service::{history_tokens, named};
 use specdec_rec::recommend::Recommendation;
+use specdec_shared_state::{SharedConfig, SharedState, SharedStateError};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::error::ApiError;
@@ -59,6 +60,8 @@ pub struct Job {
     pub arrived: Instant,
     /// The job's place in the server (set by [`Queue::submit`]).
     pub slot: Option<Slot>,
+    /// The request's span: the engine thread's lines about it carry its id.
+    pub span: tracing::Span,
 }
 
 /// A recommendation to search (`/v1/recommend`).
@@ -71,6 +74,8 @@ pub struct RecommendJob {
     pub arrived: Instant,
     /// The job's place in the server (set by [`Queue::submit_recommend`]).
     pub slot: Option<Slot>,
+    /// The request's span: the engine thread's lines about it carry its id.
+    pub span: tracing::Span,
 }
 
 /// What the queue carries to the engine thread.
@@ -107,6 +112,7 @@ struct Running {
     arrived: Instant,
     shutdown: Arc<Shutdown>,
     _slot: Option<Slot>,
+    span: tracing::Span,
 }
 
 /// Where a running request's answer goes.
@@ -253,6 +259,122 @@ impl Queue {
 /// How often drafting state that learned from finished requests is saved while serving.
 const SAVE_EVERY: Duration = Duration::from_secs(60);
 
+/// `--shared-state`: this replica's link to the other replicas of its model, and the
+/// lessons they publish (read on the link's own thread, folded on the engine thread).
+pub struct Shared {
+    state: SharedState,
+    incoming: mpsc::Receiver<Vec<Learned>>,
+}
+
+/// Batches of other replicas' lessons read ahead of the engine thread; past it the reader
+/// waits (Redis keeps the rest).
+const INCOMING_BATCHES: usize = 64;
+/// Lessons waiting for their pool to be read from disk; past it the oldest are dropped.
+const MAX_PENDING_LESSONS: usize = 4096;
+/// Lessons folded between two steps at most, so that a replica catching up on the stream
+/// does not hold its requests' next tokens back.
+const FOLDS_PER_STEP: usize = 256;
+
+impl Shared {
+    /// Connects to the Redis at `url` (in the background: a Redis that is down is retried,
+    /// and drafting goes on locally meanwhile). Replicas share only when their models'
+    /// vocabularies are the same (a draft is token ids).
+    pub fn start(
+        url: &str,
+        tokenizer: &Tokenizer,
+        metrics: &Arc<Metrics>,
+    ) -> Result<Shared, SharedStateError> {
+        let (tx, incoming) = mpsc::channel(INCOMING_BATCHES);
+        let cfg = SharedConfig::for_vocabulary(url, tokenizer);
+        let state = SharedState::start(cfg, move |batch| tx.blocking_send(batch).is_ok())?;
+        metrics.shared_state(state.stats().clone());
+        Ok(Shared { state, incoming })
+    }
+}
+
+/// The engine thread's side of shared state.
+struct Sharing {
+    shared: Shared,
+    /// Lessons whose pool is being read from its files.
+    pending: VecDeque<Learned>,
+    /// Waits on the queue and the lessons at once while the engine is idle.
+    waiter: tokio::runtime::Runtime,
+}
+
+/// What woke an idle engine thread.
+enum Wake {
+    /// A request, or `None`: every queue is gone.
+    Work(Option<Work>),
+    /// Other replicas' lessons (or time to look at those waiting for a pool again).
+    Lessons,
+}
+
+impl Sharing {
+    fn new(shared: Shared) -> std::io::Result<Sharing> {
+        let waiter = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()?;
+        Ok(Sharing {
+            shared,
+            pending: VecDeque::new(),
+            waiter,
+        })
+    }
+
+    /// Publishes what finished requests taught and folds in what other replicas did.
+    fn exchange(&mut self, engine: &mut Engine<'_>, metrics: &Metrics) {
+        for l in engine.take_learned() {
+            self.shared.state.publish(l);
+        }
+        while let Ok(batch) = self.shared.incoming.try_recv() {
+            self.pending.extend(batch);
+        }
+        while self.pending.len() > MAX_PENDING_LESSONS {
+            self.pending.pop_front();
+            metrics.folded("dropped");
+        }
+        let mut waiting = VecDeque::new();
+        let mut folded = 0;
+        while let Some(l) = self.pending.pop_front() {
+            if folded == FOLDS_PER_STEP {
+                self.pending.push_front(l);
+                break;
+            }
+            match engine.fold_learned(&l) {
+                Folded::Applied => metrics.folded("applied"),
+                Folded::Skipped => metrics.folded("skipped"),
+                Folded::Waiting => waiting.push_back(l),
+            }
+            folded += 1;
+        }
+        waiting.extend(self.pending.drain(..));
+        self.pending = waiting;
+    }
+
+    /// Waits for a request or for lessons; with lessons pending (a pool being read, or
+    /// more than one step's worth), only briefly.
+    fn wait(&mut self, rx: &mut mpsc::Receiver<Work>) -> Wake {
+        let incoming = &mut self.shared.incoming;
+        let pause = if self.pending.is_empty() {
+            Duration::from_secs(3600)
+        } else {
+            Duration::from_millis(5)
+        };
+        self.waiter.block_on(async {
+            tokio::select! {
+                work = rx.recv() => Wake::Work(work),
+                batch = incoming.recv(), if !incoming.is_closed() => {
+                    if let Some(b) = batch {
+                        self.pending.extend(b);
+                    }
+                    Wake::Lessons
+                }
+                _ = tokio::time::sleep(pause) => Wake::Lessons,
+            }
+        })
+    }
+}
+
 /// Starts the engine thread; it ends when every [`Queue`] is dropped and the work in
 /// flight is done, after saving the drafting state.
 pub fn spawn(
@@ -260,10 +382,12 @@ pub fn spawn(
     tokenizer: Arc<Tokenizer>,
     pools: Pools,
     config: WorkerConfig,
+    shared: Option<Shared>,
     metrics: Arc<Metrics>,
     rx: mpsc::Receiver<Work>,
     shutdown: Arc<Shutdown>,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
+    let mut sharing = shared.map(Sharing::new).transpose()?;
     std::thread::Builder::new()
         .name("specdec-engine".into())
         .spawn(move || {
@@ -285,6 +409,9 @@ pub fn spawn(
             if config.prefix_cache_bytes > 0 {
                 engine = engine.with_prefix_cache(config.prefix_cache_bytes);
             }
+            if sharing.is_some() {
+                engine = engine.sharing_learning();
+            }
             let mut scheduler =
                 Scheduler::new(engine, config.max_concurrent).saving_every(SAVE_EVERY);
             if let Some(r) = &config.recommender {
@@ -298,7 +425,24 @@ pub fn spawn(
                     Err(e) => tracing::error!("/v1/recommend cannot run: {e}"),
                 }
             }
-            run(&mut scheduler, &tokenizer, &config, &metrics, rx, &shutdown);
+            run(
+                &mut scheduler,
+                &tokenizer,
+                &config,
+                &metrics,
+                rx,
+                &shutdown,
+                &mut sharing,
+            );
+            if let Some(s) = sharing.take() {
+                // The last requests' lessons go out before the process ends.
+                for l in scheduler.engine_mut().take_learned() {
+                    s.shared.state.publish(l);
+                }
+                if !s.shared.state.close(Duration::from_secs(3)) {
+                    tracing::warn!("shared state: the last lessons may not have been published");
+                }
+            }
             tracing::info!("engine stopped; saving the drafting state");
             // The global trie is written at exit even if unchanged, so the file `--trie`
             // names exists after the first run.
@@ -315,6 +459,7 @@ fn run(
     metrics: &Metrics,
     mut rx: mpsc::Receiver<Work>,
     shutdown: &Arc<Shutdown>,
+    sharing: &mut Option<Sharing>,
 ) {
     // Requests whose drafting pool is being read from disk off this thread: they start
     // once it is in memory, and nobody else waits for it.
@@ -337,11 +482,21 @@ fn run(
         metrics.step(p.new_tokens);
     };
     loop {
+        // Before waiting: the requests that just finished publish at once, and what other
+        // replicas taught (woken for it) goes in before the next request starts.
+        if let Some(s) = sharing.as_mut() {
+            s.exchange(scheduler.engine_mut(), metrics);
+        }
         if scheduler.is_idle() {
             if waiting.is_empty() {
-                match rx.blocking_recv() {
-                    Some(work) => take(scheduler, &mut waiting, work),
-                    None => break,
+                let wake = match sharing.as_mut() {
+                    Some(s) => s.wait(&mut rx),
+                    None => Wake::Work(rx.blocking_recv()),
+                };
+                match wake {
+                    Wake::Work(Some(work)) => take(scheduler, &mut waiting, work),
+                    Wake::Work(None) => break,
+                    Wake::Lessons => {}
                 }
             } else {
                 // Only pool reads are under way: look again shortly.
@@ -373,6 +528,8 @@ fn run(
         metrics.health.failing_steps(scheduler.failing_steps());
         for f in finished {
             metrics.running(-1);
+            let span = f.job.span.clone();
+            let _in = span.enter();
             let elapsed = f.job.arrived.elapsed();
             match f.job.reply {
                 Reply::Text(events) => {
@@ -424,6 +581,7 @@ fn text_result(
 ) -> Result<Box<GenerateOutput>, ApiError> {
     match outcome {
         Outcome::Done(out) => {
+            metrics.prefix(out.prompt_tokens, out.cached_prompt_tokens);
             let reason = out.finish_reason.as_str();
             metrics.finished(reason, out.prompt_tokens, &out.spec, elapsed);
             Ok(out)
@@ -478,6 +636,7 @@ fn settle_waiting(
         } else if j.arrived.elapsed() >= config.timeout {
             let job = waiting.remove(i).expect("in range");
             metrics.queued(-1);
+            let _in = job.span.enter();
             tracing::warn!("a request timed out waiting for its drafting pool to load");
             metrics.finished("timeout", 0, &SpecStats::default(), job.arrived.elapsed());
             let _ = job.events.try_send(Event::Done(Err(ApiError::Timeout(
@@ -496,6 +655,8 @@ fn admit(
     shutdown: &Arc<Shutdown>,
     job: Job,
 ) {
+    let span = job.span.clone();
+    let _in = span.enter();
     metrics.queued(-1);
     if job.events.is_closed() {
         // The client left while queued.
@@ -522,6 +683,7 @@ fn admit(
         arrived: job.arrived,
         shutdown: shutdown.clone(),
         _slot: job.slot,
+        span: job.span,
     };
     let deadline = Some(job.arrived + config.timeout);
     match scheduler.admit(job.gen, sink, running, deadline) {
@@ -545,6 +707,8 @@ fn admit_search(
     shutdown: &Arc<Shutdown>,
     job: RecommendJob,
 ) {
+    let span = job.span.clone();
+    let _in = span.enter();
     metrics.queued(-1);
     if job.reply.is_closed() {
         metrics.recommended("cancelled");
@@ -583,6 +747,7 @@ fn admit_search(
         arrived: job.arrived,
         shutdown: shutdown.clone(),
         _slot: job.slot,
+        span: job.span,
     };
     let deadline = Some(job.arrived + config.timeout);
     let cat = r.catalogue.shared_trie();

@@ -12,6 +12,10 @@
 //! largest of the other rows' is positive: greedy decoding never stops by itself (runs
 //! end at their token limit) and long streams stay open as long as a test needs.
 
+mod redis_server;
+
+pub use redis_server::RedisServer;
+
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 

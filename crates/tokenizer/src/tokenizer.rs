@@ -314,6 +314,25 @@ impl Tokenizer {
         self.pieces.len()
     }
 
+    /// A hash (FNV-1a, 64 bits) of every id's bytes in order, each length-prefixed:
+    /// tokenizers with equal fingerprints mean the same bytes by the same ids, so engines
+    /// of their models can share drafting state (a draft is ids). Not a security hash.
+    pub fn vocab_fingerprint(&self) -> u64 {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        let mut eat = |b: u8| {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        };
+        for piece in &self.pieces {
+            (piece.len() as u32)
+                .to_le_bytes()
+                .into_iter()
+                .for_each(&mut eat);
+            piece.iter().copied().for_each(&mut eat);
+        }
+        h
+    }
+
     /// The beginning-of-sequence token (`tokenizer.ggml.bos_token_id`), if the file names one.
     pub fn bos_id(&self) -> Option<u32> {
         self.bos

@@ -52,6 +52,11 @@ pub struct Args {
     /// Saves the pools at most this often (seconds) while records finish, and at the end.
     #[arg(long, default_value_t = 60)]
     pub save_every: u64,
+    /// Share what records teach the group pools with the other shards through Redis
+    /// (`redis://HOST[:PORT][/DB]`), so each group's pool learns from its members in every
+    /// shard. Strict records only. A Redis that is down is retried; the job goes on.
+    #[arg(long, value_name = "URL")]
+    pub shared_state: Option<String>,
     /// The rule for records without their own `verify` (a record's `verify`, `top_k`
     /// and `tau` override it).
     #[command(flatten)]
@@ -92,6 +97,7 @@ impl Args {
             shard,
             resume: self.resume,
             save_every: Some(Duration::from_secs(self.save_every)),
+            shared_state: self.shared_state.clone(),
             ..JobOptions::default()
         })
     }

@@ -49,6 +49,20 @@ impl TrieDrafterConfig {
     fn can_start(&self, t: u32) -> bool {
         self.can_start.as_ref().is_none_or(|f| f(t))
     }
+
+    /// Teaches `trie` a finished request at once: every window from the prompt's last 2
+    /// tokens into `output`, as a drafter of this configuration streams them. A drafter that
+    /// did not stream learns its output this way at its end, and a replica folds in what
+    /// another replica's requests produced (shared drafting state) the same way.
+    pub fn learn(&self, trie: &mut Trie, prompt: &[u32], output: &[u32]) {
+        if output.is_empty() {
+            return;
+        }
+        let tail = &prompt[prompt.len().saturating_sub(2)..];
+        let tokens: Vec<u32> = tail.iter().chain(output).copied().collect();
+        trie.insert_windows(&tokens, self.branch_length + 1, &|t| self.can_start(t));
+        trie.maybe_decay();
+    }
 }
 
 impl fmt::Debug for TrieDrafterConfig {
@@ -315,10 +329,9 @@ impl Drafter for TrieDrafter {
         if output.starts_with(&self.output) {
             let rest = &output[self.output.len()..];
             let streamed = self.cfg.stream_output && !self.output.is_empty();
-            if !streamed && !output.is_empty() {
+            if !streamed {
                 // Nothing went in yet: the whole output, from the prompt's tail.
-                self.open_tail();
-                self.stream(output);
+                self.cfg.learn(&mut lock(&self.shared), &self.tail, output);
             } else {
                 self.stream(rest);
             }

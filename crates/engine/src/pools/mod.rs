@@ -5,6 +5,7 @@
 //! a private request shares none (see [`Pools::pool_in`]).
 
 mod files;
+mod learned;
 mod store;
 
 use std::collections::{HashMap, HashSet};
@@ -21,6 +22,7 @@ use files::{
     tenant_folder, Loaded, TENANTS_DIR, TENANT_DEFAULT,
 };
 pub use files::{history_file, load_trie, new_trie};
+pub use learned::{Folded, Learned};
 use store::{Saver, Store};
 
 /// A pool's name: 1 to 64 of `A-Z a-z 0-9 . _ -`, not starting with a dot, so it is also a

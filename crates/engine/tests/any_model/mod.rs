@@ -7,4 +7,5 @@ pub(crate) mod drafters_exact;
 pub(crate) mod generate;
 mod history_exact;
 mod prefix_cache;
+mod shared_learning;
 mod speculative;

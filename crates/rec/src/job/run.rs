@@ -5,12 +5,14 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver};
 use std::time::{Duration, Instant};
 
 use specdec_engine::{
-    Acceptance, ChatTemplate, DraftMethod, Engine, EngineError, GenerateOutput, GenerateRequest,
-    Outcome, Scheduler, Speculation, SpeculationSpec,
+    Acceptance, ChatTemplate, DraftMethod, Engine, EngineError, Folded, GenerateOutput,
+    GenerateRequest, Learned, Outcome, Scheduler, Speculation, SpeculationSpec,
 };
+use specdec_shared_state::{SharedConfig, SharedState};
 
 use super::input::{read_input, Task};
 use super::output::OutputFile;
@@ -44,6 +46,11 @@ pub struct JobOptions {
     pub save_every: Option<Duration>,
     /// How often a progress line is printed when stderr is not a terminal.
     pub progress_every: Duration,
+    /// `redis://HOST[:PORT][/DB]`: shards (and any other engine of the model) share what
+    /// their records teach the group pools through it, so a group's pool learns from its
+    /// members in every shard. Strict records only: a relaxed record's text depends on
+    /// what its pool held, which sharing would make a matter of timing.
+    pub shared_state: Option<String>,
 }
 
 impl Default for JobOptions {
@@ -61,6 +68,7 @@ impl Default for JobOptions {
             resume: false,
             save_every: Some(Duration::from_secs(60)),
             progress_every: Duration::from_secs(10),
+            shared_state: None,
         }
     }
 }
@@ -165,6 +173,12 @@ pub fn prepare(input: &Path, output: &Path, opts: &JobOptions) -> Result<Prepare
     // Only drafts from pools can depend on what other records taught them.
     let relaxed =
         opts.spec.method.uses_pool() && parsed.tasks.iter().any(|t| t.spec.acceptance.is_relaxed());
+    if relaxed && opts.shared_state.is_some() {
+        return Err(RecError::Invalid(
+            "--shared-state needs strict records: a relaxed record's text depends on what its              pool held when it ran, and with shared pools that depends on other shards' timing              (run relaxed jobs without --shared-state, each shard with its own --pools)"
+                .into(),
+        ));
+    }
     let mut tasks = Vec::new();
     let mut done_tasks = Vec::new();
     for t in parsed.tasks {
@@ -228,6 +242,14 @@ pub fn execute(
         mut summary,
         mut replay,
     } = job;
+    let mut shared = match &opts.shared_state {
+        Some(url) => Some(Sharing::start(url, engine.tokenizer())?),
+        None => None,
+    };
+    let engine = match shared {
+        Some(_) => engine.sharing_learning(),
+        None => engine,
+    };
     let mut sched: Scheduler<'_, Slot> = Scheduler::new(engine, opts.concurrency);
     // With relaxed records the pools are written once, at the end (see `replay`).
     if let (Some(every), None) = (opts.save_every, &replay) {
@@ -307,6 +329,9 @@ pub fn execute(
             }
             break Ok(());
         }
+        if let Some(s) = &mut shared {
+            s.exchange(sched.engine_mut());
+        }
         let finished = sched.step(&mut |_, p| progress.tokens(p.new_tokens));
         let mut write_error = None;
         for f in finished {
@@ -344,6 +369,9 @@ pub fn execute(
         }
     };
     progress.finish();
+    if let Some(s) = shared.take() {
+        s.close(sched.engine_mut());
+    }
     if let Some(r) = &mut replay {
         if summary.interrupted || result.is_err() {
             // The output is the journal: `--resume` feeds the pools from it in order.
@@ -371,4 +399,52 @@ pub fn execute(
     }
     summary.elapsed = start.elapsed();
     result.map(|()| summary)
+}
+
+/// The job's side of `--shared-state`.
+struct Sharing {
+    state: SharedState,
+    incoming: Receiver<Vec<Learned>>,
+    /// Lessons whose pool is being read from its files.
+    pending: Vec<Learned>,
+}
+
+impl Sharing {
+    fn start(url: &str, tokenizer: &specdec_engine::Tokenizer) -> Result<Sharing, RecError> {
+        let (tx, incoming) = sync_channel(64);
+        let cfg = SharedConfig::for_vocabulary(url, tokenizer);
+        let state = SharedState::start(cfg, move |batch| tx.send(batch).is_ok())?;
+        Ok(Sharing {
+            state,
+            incoming,
+            pending: Vec::new(),
+        })
+    }
+
+    /// Publishes what finished records taught their pools and folds in what other shards'
+    /// records did (a pool still being read from its files gets its lesson later).
+    fn exchange(&mut self, engine: &mut Engine<'_>) {
+        for l in engine.take_learned() {
+            self.state.publish(l);
+        }
+        while let Ok(batch) = self.incoming.try_recv() {
+            self.pending.extend(batch);
+        }
+        if self.pending.is_empty() {
+            return;
+        }
+        engine.pools_mut().poll_loads();
+        self.pending
+            .retain(|l| engine.fold_learned(l) == Folded::Waiting);
+    }
+
+    /// Publishes the last records' lessons and waits (briefly) for them to go out.
+    fn close(self, engine: &mut Engine<'_>) {
+        for l in engine.take_learned() {
+            self.state.publish(l);
+        }
+        if !self.state.close(Duration::from_secs(5)) {
+            tracing::warn!("shared state: the last lessons may not have been published");
+        }
+    }
 }

@@ -10,6 +10,7 @@ mod parse_fuzz;
 mod pool_errors;
 mod recommend;
 mod router;
+mod shared_state;
 mod tenants;
 mod timeout;
 mod validation;

@@ -480,3 +480,27 @@ async fn a_relaxed_request_says_so_and_counts_its_relaxed_tokens() {
         "{v}"
     );
 }
+
+#[tokio::test]
+async fn every_response_names_its_request_and_a_sane_client_id_is_kept() {
+    let mut req = post("/v1/chat/completions", &chat_body(json!({})));
+    req.headers_mut()
+        .insert("x-request-id", "trace-abc.123".parse().unwrap());
+    let res = app().oneshot(req).await.unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    assert_eq!(res.headers()["x-request-id"], "trace-abc.123");
+    // An error, a 404 and an id that could forge a log line get a fresh one.
+    let mut req = post("/v1/chat/completions", "{not json");
+    req.headers_mut()
+        .insert("x-request-id", "a\"b".parse().unwrap());
+    let res = app().oneshot(req).await.unwrap();
+    assert_eq!(res.status(), StatusCode::BAD_REQUEST);
+    let id = res.headers()["x-request-id"].to_str().unwrap().to_string();
+    assert!(id.starts_with("req-"), "{id}");
+    let res = app().oneshot(get("/nowhere")).await.unwrap();
+    assert_ne!(
+        res.headers()["x-request-id"].to_str().unwrap(),
+        id,
+        "unique"
+    );
+}
