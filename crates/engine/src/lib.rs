@@ -43,7 +43,7 @@ pub use generation::{Generation, Sink};
 pub use load::{load_draft, Loaded, ModelMeta};
 pub use method::DraftMethod;
 pub use pools::{
-    history_file, load_trie, new_trie, Folded, Learned, Pool, PoolLimits, PoolName, Pools,
+    history_file, load_trie, new_trie, Folded, Learned, Pool, PoolLimits, PoolName, PoolSize, Pools,
 };
 pub use request::{FinishReason, GenerateOutput, GenerateRequest, Speculation};
 pub use scheduler::{Finished, Job, Outcome, Scheduler};

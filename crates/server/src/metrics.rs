@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering:
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use specdec_engine::SpecStats;
+use specdec_engine::{PoolSize, SpecStats};
 
 struct Histogram {
     bounds: &'static [f64],
@@ -75,6 +75,10 @@ pub struct Metrics {
     shared: OnceLock<Arc<specdec_shared_state::Stats>>,
     /// Other replicas' lessons by what folding did with them.
     folded: Mutex<BTreeMap<&'static str, u64>>,
+    /// Per pool label: finished requests and their speculation totals.
+    pool_spec: Mutex<BTreeMap<String, (u64, SpecStats)>>,
+    /// What the pools in memory held when the engine thread last looked.
+    pool_sizes: Mutex<Vec<PoolSize>>,
     /// Whether the engine can serve (`GET /health`).
     pub health: Health,
 }
@@ -135,6 +139,8 @@ impl Metrics {
             prefix_hits: AtomicU64::new(0),
             shared: OnceLock::new(),
             folded: Mutex::new(BTreeMap::new()),
+            pool_spec: Mutex::new(BTreeMap::new()),
+            pool_sizes: Mutex::new(Vec::new()),
             health: Health::default(),
         }
     }
@@ -193,6 +199,20 @@ impl Metrics {
     /// `specdec_engine::Folded`).
     pub fn folded(&self, outcome: &'static str) {
         *lock(&self.folded).entry(outcome).or_default() += 1;
+    }
+
+    /// A finished request drafted from the pool labelled `pool` (see
+    /// `specdec_engine::Pools::label`).
+    pub fn pool_finished(&self, pool: &str, spec: &SpecStats) {
+        let mut by = lock(&self.pool_spec);
+        let (n, total) = by.entry(pool.to_string()).or_default();
+        *n += 1;
+        total.merge(spec);
+    }
+
+    /// What the pools in memory hold now.
+    pub fn pool_sizes(&self, sizes: Vec<PoolSize>) {
+        *lock(&self.pool_sizes) = sizes;
     }
 
     /// A recommendation ended: `ok`, `invalid`, `error` or `cancelled`.
@@ -334,6 +354,53 @@ impl Metrics {
                 "outcome",
                 lock(&self.folded).iter(),
             );
+        }
+        let by_pool = lock(&self.pool_spec).clone();
+        let pool_counters: [(&str, &str, fn(&(u64, SpecStats)) -> u64); 3] = [
+            (
+                "specdec:pool_requests_total",
+                "Finished requests that drafted from the pool.",
+                |p| p.0,
+            ),
+            (
+                "specdec:pool_draft_tokens_total",
+                "Draft tokens verified, by pool.",
+                |p| p.1.drafted_tokens as u64,
+            ),
+            (
+                "specdec:pool_accepted_tokens_total",
+                "Draft tokens accepted, by pool.",
+                |p| p.1.accepted_tokens as u64,
+            ),
+        ];
+        for (name, help, value) in pool_counters {
+            let rows = by_pool.iter().map(|(pool, p)| (pool, value(p)));
+            labelled(&mut out, name, help, l, "pool", rows);
+        }
+        let sizes = lock(&self.pool_sizes).clone();
+        let gauges: [(&str, &str, fn(&PoolSize) -> usize); 3] = [
+            (
+                "specdec:pools_loaded",
+                "Drafting pools in memory, by pool (tenants' pools as one).",
+                |p| p.pools,
+            ),
+            (
+                "specdec:pool_trie_nodes",
+                "Lookahead trie nodes, by pool.",
+                |p| p.trie_nodes,
+            ),
+            (
+                "specdec:pool_history_tokens",
+                "History index tokens, by pool.",
+                |p| p.history_tokens,
+            ),
+        ];
+        for (name, help, value) in gauges {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
+            for p in &sizes {
+                let pool = escape_label(&p.label);
+                let _ = writeln!(out, "{name}{{{l},pool=\"{pool}\"}} {}", value(p));
+            }
         }
         self.e2e.render(
             &mut out,

@@ -113,6 +113,8 @@ struct Running {
     shutdown: Arc<Shutdown>,
     _slot: Option<Slot>,
     span: tracing::Span,
+    /// The metrics label of the pool it drafts from, if it drafts from one.
+    pool: Option<String>,
 }
 
 /// Where a running request's answer goes.
@@ -349,6 +351,9 @@ impl Sharing {
         }
         waiting.extend(self.pending.drain(..));
         self.pending = waiting;
+        if folded > 0 {
+            metrics.pool_sizes(engine.pools().sizes());
+        }
     }
 
     /// Waits for a request or for lessons; with lessons pending (a pool being read, or
@@ -526,6 +531,10 @@ fn run(
         }
         let finished = scheduler.step(&mut progress);
         metrics.health.failing_steps(scheduler.failing_steps());
+        if !finished.is_empty() {
+            // What they taught their pools (a few locks: cheap next to a step).
+            metrics.pool_sizes(scheduler.engine_mut().pools().sizes());
+        }
         for f in finished {
             metrics.running(-1);
             let span = f.job.span.clone();
@@ -533,6 +542,9 @@ fn run(
             let elapsed = f.job.arrived.elapsed();
             match f.job.reply {
                 Reply::Text(events) => {
+                    if let (Some(pool), Outcome::Done(out)) = (&f.job.pool, &f.outcome) {
+                        metrics.pool_finished(pool, &out.spec);
+                    }
                     let result = text_result(f.outcome, config, metrics, elapsed);
                     let _ = events.try_send(Event::Done(result));
                 }
@@ -678,12 +690,18 @@ fn admit(
     } else {
         Box::new(move |_: &str| !tx.is_closed())
     };
+    let spec = &job.gen.speculation;
+    let pool = spec.method.uses_pool().then(|| {
+        let pools = scheduler.engine_mut().pools();
+        pools.label(&job.gen.cache_scope, spec.pool.as_ref())
+    });
     let running = Running {
         reply: Reply::Text(job.events),
         arrived: job.arrived,
         shutdown: shutdown.clone(),
         _slot: job.slot,
         span: job.span,
+        pool: pool.flatten(),
     };
     let deadline = Some(job.arrived + config.timeout);
     match scheduler.admit(job.gen, sink, running, deadline) {
@@ -748,6 +766,7 @@ fn admit_search(
         shutdown: shutdown.clone(),
         _slot: job.slot,
         span: job.span,
+        pool: None,
     };
     let deadline = Some(job.arrived + config.timeout);
     let cat = r.catalogue.shared_trie();

@@ -6,6 +6,7 @@
 
 mod files;
 mod learned;
+mod sizes;
 mod store;
 
 use std::collections::{HashMap, HashSet};
@@ -23,6 +24,7 @@ use files::{
 };
 pub use files::{history_file, load_trie, new_trie};
 pub use learned::{Folded, Learned};
+pub use sizes::{PoolSize, GLOBAL_LABEL, TENANTS_LABEL};
 use store::{Saver, Store};
 
 /// A pool's name: 1 to 64 of `A-Z a-z 0-9 . _ -`, not starting with a dot, so it is also a

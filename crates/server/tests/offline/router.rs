@@ -504,3 +504,28 @@ async fn every_response_names_its_request_and_a_sane_client_id_is_kept() {
         "unique"
     );
 }
+
+#[tokio::test]
+async fn metrics_count_requests_and_sizes_per_pool() {
+    let body = chat_body(json!({"speculation": {"method": "auto", "pool": "metrics-probe"}}));
+    let (s, v) = send_json(app(), post("/v1/chat/completions", &body)).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let (_, text) = send(app(), get("/metrics")).await;
+    let line = |prefix: &str| {
+        text.lines()
+            .find(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no {prefix} in {text}"))
+            .to_string()
+    };
+    let pool = "model_name=\"smol\",pool=\"metrics-probe\"}";
+    assert!(line(&format!("specdec:pool_requests_total{{{pool}")).ends_with(" 1"));
+    line(&format!("specdec:pool_accepted_tokens_total{{{pool}"));
+    // Sizes are read as requests finish: the probe's pool is in memory with what it learned.
+    let nodes = line(&format!("specdec:pool_trie_nodes{{{pool}"));
+    let global = "specdec:pools_loaded{model_name=\"smol\",pool=\"(global)\"} 1";
+    assert!(text.contains(global), "{text}");
+    assert!(
+        !nodes.ends_with(" 0") || v["usage"]["completion_tokens"] == 0,
+        "{nodes}"
+    );
+}
