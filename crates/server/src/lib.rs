@@ -14,6 +14,7 @@
 //! accounting), [`metrics`] and [`error`].
 
 pub mod api;
+pub mod backend;
 mod connections;
 pub mod error;
 mod json_budget;
@@ -34,6 +35,7 @@ use std::time::Duration;
 use specdec_engine::{DraftMethod, Loaded, PoolLimits, PoolName, Pools};
 use specdec_rec::recommend::CatalogueSource;
 
+pub use backend::Backend;
 pub use error::{ApiError, ServerError};
 pub use recommend::{RecommendLimits, Recommender};
 pub use routes::{router, BodyReadTimeout, MAX_BODY_BYTES};
@@ -253,7 +255,7 @@ impl Server {
         let engine = worker::spawn(
             model,
             frontend.tokenizer.clone(),
-            pools,
+            worker::Drafting { pools, shared },
             worker::WorkerConfig {
                 max_concurrent: config.max_concurrent,
                 timeout: config.timeout,
@@ -261,7 +263,6 @@ impl Server {
                 recommender: recommender.clone(),
                 draft_model,
             },
-            shared,
             metrics.clone(),
             rx,
             queue.shutdown(),
@@ -269,7 +270,7 @@ impl Server {
         .map_err(ServerError::Thread)?;
         let state = Arc::new(AppState {
             frontend,
-            queue,
+            backend: Arc::new(queue),
             metrics,
             api_key: config.api_key.clone(),
             recommender,
@@ -397,7 +398,7 @@ pub async fn serve_with(
     if let Some(r) = served {
         // The listener failed: the engine still stops and saves.
         tracing::error!("the server stopped on its own: {r:?}");
-        state.queue.cancel_all();
+        state.backend.cancel_all();
     } else {
         let (waiting, running) = state.metrics.in_flight();
         tracing::info!(
@@ -414,14 +415,14 @@ pub async fn serve_with(
                 "shutdown: the grace is over; cancelling {running} running and {waiting} \
                  queued requests"
             );
-            state.queue.cancel_all();
+            state.backend.cancel_all();
             if tokio::time::timeout(LINGER, &mut http).await.is_err() {
                 tracing::warn!("shutdown: dropping connections still open");
                 http.abort();
             }
         }
     }
-    state.queue.close();
+    state.backend.close();
     drop(state);
     tracing::info!("shutdown: waiting for the engine to stop and save the drafting state");
     if tokio::task::spawn_blocking(move || engine.join())

@@ -356,7 +356,7 @@ impl Metrics {
             );
         }
         let by_pool = lock(&self.pool_spec).clone();
-        let pool_counters: [(&str, &str, fn(&(u64, SpecStats)) -> u64); 3] = [
+        let pool_counters: [Family<(u64, SpecStats), u64>; 3] = [
             (
                 "specdec:pool_requests_total",
                 "Finished requests that drafted from the pool.",
@@ -378,7 +378,7 @@ impl Metrics {
             labelled(&mut out, name, help, l, "pool", rows);
         }
         let sizes = lock(&self.pool_sizes).clone();
-        let gauges: [(&str, &str, fn(&PoolSize) -> usize); 3] = [
+        let gauges: [Family<PoolSize, usize>; 3] = [
             (
                 "specdec:pools_loaded",
                 "Drafting pools in memory, by pool (tenants' pools as one).",
@@ -417,6 +417,9 @@ impl Metrics {
         out
     }
 }
+
+/// A metric family read from a per-pool value: its name, its help, and how to read it.
+type Family<T, V> = (&'static str, &'static str, fn(&T) -> V);
 
 /// A counter family with one extra label: its header, then a line per (label value, count).
 fn labelled<K: Display, V: Display>(

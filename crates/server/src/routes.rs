@@ -169,7 +169,7 @@ async fn recommend_answer(s: Arc<AppState>, req: Request) -> Result<serde_json::
     .await?;
     let (tx, rx) = tokio::sync::oneshot::channel();
     let opts = valid.opts.clone();
-    s.queue.submit_recommend(RecommendJob {
+    s.backend.submit_recommend(RecommendJob {
         request: valid,
         reply: tx,
         arrived: Instant::now(),
@@ -353,7 +353,7 @@ fn enqueue(
         prediction,
     };
     let (tx, rx) = crate::worker::events();
-    s.queue.submit(Job {
+    s.backend.submit(Job {
         gen,
         stream,
         events: tx,

@@ -2,17 +2,17 @@
 
 use std::sync::Arc;
 
+use crate::backend::Backend;
 use crate::metrics::Metrics;
 use crate::recommend::Recommender;
 use crate::validate::Frontend;
-use crate::worker::Queue;
 
 /// What every handler shares.
 pub struct AppState {
     /// Turns request bodies into engine requests.
     pub frontend: Frontend,
-    /// Carries work to the engine thread, bounded.
-    pub queue: Queue,
+    /// Runs the requests: the local engine thread's bounded queue, or another backend.
+    pub backend: Arc<dyn Backend>,
     /// What `/metrics` and `/health` report.
     pub metrics: Arc<Metrics>,
     /// The key clients must send (none: no key needed).

@@ -261,6 +261,14 @@ impl Queue {
 /// How often drafting state that learned from finished requests is saved while serving.
 const SAVE_EVERY: Duration = Duration::from_secs(60);
 
+/// The drafting state the engine thread starts with, and whom it shares it with.
+pub struct Drafting {
+    /// The pools requests draft from and feed.
+    pub pools: Pools,
+    /// Other replicas' link (`--shared-state`), if any.
+    pub shared: Option<Shared>,
+}
+
 /// `--shared-state`: this replica's link to the other replicas of its model, and the
 /// lessons they publish (read on the link's own thread, folded on the engine thread).
 pub struct Shared {
@@ -303,7 +311,9 @@ struct Sharing {
     waiter: tokio::runtime::Runtime,
 }
 
-/// What woke an idle engine thread.
+/// What woke an idle engine thread. Returned once per wake and matched at once, so the
+/// request it may carry is not worth a box.
+#[allow(clippy::large_enum_variant)]
 enum Wake {
     /// A request, or `None`: every queue is gone.
     Work(Option<Work>),
@@ -385,13 +395,13 @@ impl Sharing {
 pub fn spawn(
     model: Arc<Model>,
     tokenizer: Arc<Tokenizer>,
-    pools: Pools,
+    drafting: Drafting,
     config: WorkerConfig,
-    shared: Option<Shared>,
     metrics: Arc<Metrics>,
     rx: mpsc::Receiver<Work>,
     shutdown: Arc<Shutdown>,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
+    let Drafting { pools, shared } = drafting;
     let mut sharing = shared.map(Sharing::new).transpose()?;
     std::thread::Builder::new()
         .name("specdec-engine".into())

@@ -104,7 +104,7 @@ fn ids_to_bytes(ids: &[u32]) -> Vec<u8> {
 
 /// `None` for a length that is not whole ids or more than `max` of them.
 fn bytes_to_ids(b: &[u8], max: usize) -> Option<Vec<u32>> {
-    if b.len() % 4 != 0 || b.len() / 4 > max {
+    if !b.len().is_multiple_of(4) || b.len() / 4 > max {
         return None;
     }
     let ids = b.chunks_exact(4);

@@ -41,11 +41,11 @@ async fn a_burst_admits_max_concurrent_plus_max_queue() {
     }
     assert_eq!(admitted.len(), max_concurrent + max_queue);
     assert_eq!(refused, 16 - max_concurrent - max_queue);
-    assert_eq!(server.state.queue.held(), max_concurrent + max_queue);
+    assert_eq!(server.state.backend.held(), max_concurrent + max_queue);
     // Leaving frees the places.
     drop(admitted);
     let start = std::time::Instant::now();
-    while server.state.queue.held() > 0 {
+    while server.state.backend.held() > 0 {
         assert!(start.elapsed().as_secs() < 60, "places not freed");
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }

@@ -4,6 +4,7 @@
 //! hold on any model.
 
 mod admission;
+mod backend;
 mod common;
 mod config;
 mod parse_fuzz;

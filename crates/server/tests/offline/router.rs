@@ -10,7 +10,7 @@ use common::{app, chat_body, get, post, send, send_json, state};
 use http_body_util::BodyExt;
 use serde_json::{json, Value};
 use specdec_server::validate::Endpoint;
-use specdec_server::{metrics::Metrics, router, worker::Queue, AppState};
+use specdec_server::{metrics::Metrics, router, worker::Queue, AppState, Backend};
 use tower::ServiceExt;
 
 #[tokio::test]
@@ -109,11 +109,11 @@ async fn a_prediction_fills_its_usage_fields_and_keeps_the_output() {
     assert_eq!(b["speculation"]["drafted_tokens"], 0);
 }
 
-fn state_with(queue: Queue, api_key: Option<&str>) -> Arc<AppState> {
+fn state_with(backend: Arc<dyn Backend>, api_key: Option<&str>) -> Arc<AppState> {
     let base = state();
     Arc::new(AppState {
         frontend: base.frontend.clone(),
-        queue,
+        backend,
         metrics: base.metrics.clone(),
         api_key: api_key.map(str::to_string),
         recommender: None,
@@ -123,7 +123,7 @@ fn state_with(queue: Queue, api_key: Option<&str>) -> Arc<AppState> {
 
 #[tokio::test]
 async fn the_api_key_is_required_when_set() {
-    let app = router(state_with(state().queue.clone(), Some("k")));
+    let app = router(state_with(state().backend.clone(), Some("k")));
     let (s, v) = send_json(app.clone(), get("/v1/models")).await;
     assert_eq!(s, StatusCode::UNAUTHORIZED, "{v}");
     let mut req = get("/v1/models");
@@ -135,7 +135,7 @@ async fn the_api_key_is_required_when_set() {
 
 #[tokio::test]
 async fn a_lowercase_bearer_scheme_is_accepted() {
-    let app = router(state_with(state().queue.clone(), Some("k")));
+    let app = router(state_with(state().backend.clone(), Some("k")));
     for (value, status) in [
         ("bearer k", StatusCode::OK),
         ("BEARER  k", StatusCode::OK),
@@ -153,7 +153,7 @@ async fn a_lowercase_bearer_scheme_is_accepted() {
 async fn a_full_queue_answers_429_with_retry_after() {
     // A queue nobody serves: the first request fills it.
     let (queue, _held) = Queue::new(1, Arc::new(Metrics::new("smol")));
-    let app = router(state_with(queue, None));
+    let app = router(state_with(Arc::new(queue), None));
     let body = chat_body(json!({"stream": true}));
     let first = app
         .clone()
@@ -287,7 +287,7 @@ async fn a_second_tenant_gets_no_cached_tokens_for_the_first_ones_prompt() {
 
 #[tokio::test]
 async fn clients_sharing_an_api_key_without_a_tenant_share_no_cached_prefix() {
-    let app = router(state_with(state().queue.clone(), Some("shared-key")));
+    let app = router(state_with(state().backend.clone(), Some("shared-key")));
     let authed = |body: &str| {
         with_header(
             post("/v1/chat/completions", body),
@@ -335,7 +335,7 @@ fn state_with_metrics(metrics: Arc<Metrics>) -> Arc<AppState> {
     let base = state();
     Arc::new(AppState {
         frontend: base.frontend.clone(),
-        queue: Queue::new(1, metrics.clone()).0,
+        backend: Arc::new(Queue::new(1, metrics.clone()).0),
         metrics,
         api_key: None,
         recommender: None,

@@ -27,7 +27,9 @@ fn replica(redis: &Redis, namespace: &str) -> (SharedState, Receiver<Learned>) {
 fn lesson(n: u32, scope: CacheScope) -> Learned {
     Learned {
         scope,
-        pool: (n % 2 == 0).then(|| PoolName::parse("docs").unwrap()),
+        pool: n
+            .is_multiple_of(2)
+            .then(|| PoolName::parse("docs").unwrap()),
         prompt: vec![1, 2, n],
         output: (0..40).map(|i| i * 7 + n).collect(),
     }
