@@ -6,11 +6,13 @@
 //! - [`oracle`]: the copy oracle, the ceiling of any copying drafter on an output;
 //! - [`replay`]: the offline replay of drafters over recorded outputs, without the target;
 //! - [`report`]: `--report DIR`, an `index.md` with the tables and SVG plots beside it;
+//! - [`roofline`]: every forward size against the floors the machine's measured bandwidth
+//!   and peak rates put under it, and where a forward's time goes, phase by phase;
 //! - [`workload`]: the workload benchmark's harness (methods x records x repeats,
 //!   interleaved, outputs checked against plain decoding's, steps priced on the curve).
 //!
-//! The recommendation harnesses (`rec bench`, `rec eval`) and the roofline still live in
-//! the `specdec` binary and use these.
+//! The recommendation harnesses (`rec bench`, `rec eval`) still live in the `specdec`
+//! binary and use these.
 
 mod error;
 
@@ -18,6 +20,7 @@ pub mod cost;
 pub mod oracle;
 pub mod replay;
 pub mod report;
+pub mod roofline;
 pub mod workload;
 
 pub use error::BenchError;

@@ -92,6 +92,10 @@ enum BenchCommand {
         /// Node counts whose forward is profiled phase by phase at each prefix.
         #[arg(long, value_delimiter = ',', default_value = "1,16")]
         profile: Vec<usize>,
+        /// Also write a report here: `index.md` with the table and, per prefix, the
+        /// measured curve against its floors (SVG).
+        #[arg(long, value_name = "DIR")]
+        report: Option<std::path::PathBuf>,
         #[command(flatten)]
         model: ModelArgs,
     },
@@ -114,17 +118,17 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             prefix,
             buffer_mib,
             profile,
+            report,
             model,
         }) => {
             anyhow::ensure!(!prefix.is_empty(), "give at least one --prefix");
-            crate::roofline::run(
-                &model,
+            let opts = specdec_bench::roofline::RooflineOptions {
                 repeats,
-                &prefix,
-                buffer_mib as usize,
-                &profile,
-                json,
-            )
+                prefixes: prefix,
+                buffer_mib: buffer_mib as usize,
+                profile_nodes: profile,
+            };
+            crate::roofline::run(&model, &opts, json, report.as_deref())
         }
         Some(BenchCommand::Replay(r)) => crate::replay_cmd::run(r),
         None => {

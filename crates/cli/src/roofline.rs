@@ -1,151 +1,149 @@
-//! `specdec bench roofline`: every forward size set against the floor this machine puts
-//! under it. The floor of a forward is the larger of the bytes it must read over the
-//! measured streaming bandwidth and its multiply-adds over the measured peak rates (int8
-//! for the matrices, f32 FMA for attention); the fraction achieved is floor / measured.
-//! A second, higher floor replaces the int8 instruction's peak with the matmul kernels'
-//! own measured rate on cached weights: what the kernels' fixed arithmetic allows, so the
-//! gap to it is the forward's (attention, row-wise steps, memory, synchronisation).
+//! `specdec bench roofline`: prints what `specdec_bench::roofline` measures (every forward
+//! size against the floor this machine puts under it, and where a forward's time goes), as
+//! tables, JSON, or a report directory with the curves against their floors.
 
-use serde::Serialize;
-use specdec_runtime::{Ceilings, ForwardWork, Node, SeqInput, Want, WeightFormat};
+use std::path::Path;
 
-use crate::common::{self, Loaded, ModelArgs};
-use specdec_bench::cost::{cost_curve, median, prefilled};
+use specdec_bench::report::{Report, Section, Table};
+use specdec_bench::roofline::{measure, roofline_plots, Profile, Roofline, RooflineOptions};
 
-#[derive(Serialize)]
-struct Row {
-    prefix: usize,
-    n: usize,
-    ms: f64,
-    floor_ms: f64,
-    /// What sets the floor: "memory" or "compute".
-    bound: &'static str,
-    fraction: f64,
-    /// The floor with the kernels' own rate in place of the instruction's peak.
-    kernel_floor_ms: f64,
-    kernel_fraction: f64,
-    ratio_to_one: f64,
-    floor_ratio_to_one: f64,
-}
+use crate::common::{self, ModelArgs};
 
-/// Milliseconds no forward doing `w` can beat on `c`, and which ceiling sets it.
-fn floor_ms(w: ForwardWork, c: &Ceilings) -> (f64, &'static str) {
-    let int8 = w.int8_macs as f64 / c.int8_macs_per_s;
-    bound(w, c, int8)
-}
-
-/// [`floor_ms`] with each format's matrices at the kernels' measured rate on it.
-fn kernel_floor_ms(w: ForwardWork, c: &Ceilings) -> f64 {
-    let int8 = WeightFormat::ALL
-        .iter()
-        .map(|&f| w.int8_macs_by_format[f.index()] as f64 / c.kernel_rate(f))
-        .sum();
-    bound(w, c, int8).0
-}
-
-/// The larger of the memory time and the compute time (`int8_s` for the matrices).
-fn bound(w: ForwardWork, c: &Ceilings, int8_s: f64) -> (f64, &'static str) {
-    let memory = w.bytes as f64 / c.read_bytes_per_s;
-    let compute = int8_s + w.f32_macs as f64 / c.f32_macs_per_s;
-    if memory >= compute {
-        (memory * 1e3, "memory")
-    } else {
-        (compute * 1e3, "compute")
+pub fn run(
+    args: &ModelArgs,
+    opts: &RooflineOptions,
+    json: bool,
+    report: Option<&Path>,
+) -> anyhow::Result<()> {
+    let loaded = common::load(args)?;
+    let r = measure(&loaded.model, &loaded.tokenizer, opts)?;
+    if let Some(dir) = report {
+        let name = loaded
+            .path
+            .file_stem()
+            .unwrap_or_default()
+            .to_string_lossy();
+        let index = write_report(dir, &name, &r)?;
+        eprintln!("report: {}", index.display());
     }
-}
-
-/// One phase of a profiled forward.
-#[derive(Serialize)]
-struct PhaseRow {
-    phase: &'static str,
-    ms: f64,
-    share: f64,
-    /// The phase's own floor (matrix phases only).
-    floor_ms: Option<f64>,
-    /// The same with the kernels' own rate.
-    kernel_floor_ms: Option<f64>,
-}
-
-/// Where the time of one forward size goes.
-#[derive(Serialize)]
-struct Profile {
-    prefix: usize,
-    n: usize,
-    forward_ms: f64,
-    phases: Vec<PhaseRow>,
-    /// Forward time no phase claims (final norm, splitting logits, the loop itself).
-    other_ms: f64,
-    dispatches: f64,
-    barrier_wait_ms: f64,
-    /// An empty job's fork and join, measured alone.
-    empty_dispatch_us: f64,
-}
-
-/// Runs `repeats` forwards of `n` chained nodes after `prefix` with profiling on.
-fn profile(
-    loaded: &Loaded,
-    c: &Ceilings,
-    prefix: usize,
-    n: usize,
-    repeats: usize,
-    empty_dispatch_us: f64,
-) -> anyhow::Result<Profile> {
-    let model = &loaded.model;
-    let (mut seq, tokens) = prefilled(&loaded.model, &loaded.tokenizer, prefix, n)?;
-    let nodes = Node::chain(&tokens[prefix..prefix + n]);
-    let forward = |seq: &mut specdec_runtime::Sequence| {
-        model.forward(&mut [SeqInput {
-            seq,
-            nodes: &nodes,
-            want: Want::All,
-        }])
-    };
-    for _ in 0..3 {
-        forward(&mut seq)?;
+    if json {
+        println!("{}", serde_json::to_string(&r)?);
+        return Ok(());
     }
-    model.set_profiling(true);
-    let runs = (0..repeats.max(1)).try_for_each(|_| forward(&mut seq).map(drop));
-    model.set_profiling(false);
-    runs?;
-    let p = model.take_profile();
-    let per = |ns: u64| ns as f64 / 1e6 / p.forwards.max(1) as f64;
-    let forward_ms = per(p.total_ns);
-    let phases: Vec<PhaseRow> = p
-        .phase_ns
+    println!("{}", ceilings_line(&r, Some(opts.buffer_mib)));
+    println!(
+        "the matmul kernels on cached weights, G MAC/s (of the int8 peak): {}",
+        kernel_rates(&r)
+    );
+    let w1 = loaded.model.forward_work(opts.prefixes[0], 1);
+    println!(
+        "one row reads {:.1} MB and does {:.1} M int8 multiply-adds",
+        w1.bytes as f64 / 1e6,
+        w1.int8_macs as f64 / 1e6
+    );
+    let t = rows_table(&r);
+    println!(
+        "{:>6} {:>4} {:>9} {:>9} {:>8} {:>9} {:>9} {:>9} {:>8} {:>8}",
+        t.header[0],
+        t.header[1],
+        t.header[2],
+        t.header[3],
+        t.header[4],
+        t.header[5],
+        t.header[6],
+        t.header[7],
+        t.header[8],
+        t.header[9]
+    );
+    for row in &t.rows {
+        println!(
+            "{:>6} {:>4} {:>9} {:>9} {:>8} {:>9} {:>9} {:>9} {:>8} {:>8}",
+            row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8], row[9]
+        );
+    }
+    r.profiles.iter().for_each(print_profile);
+    Ok(())
+}
+
+/// The machine's ceilings in one line (`buffer_mib`: the bandwidth probe's buffer, said
+/// when given).
+fn ceilings_line(r: &Roofline, buffer_mib: Option<usize>) -> String {
+    let buffer = buffer_mib.map_or(String::new(), |b| format!(" ({b} MiB buffer)"));
+    format!(
+        "{} threads, {}: streaming read {:.1} GB/s{buffer}, int8 dot {:.0} G MAC/s, f32 FMA {:.0} G MAC/s",
+        r.threads, r.isa, r.read_gb_per_s, r.int8_gmacs_per_s, r.f32_gmacs_per_s,
+    )
+}
+
+fn kernel_rates(r: &Roofline) -> String {
+    let rates: Vec<String> = r
+        .kernel_gmacs_per_s
         .iter()
-        .map(|&(phase, ns)| PhaseRow {
-            phase: phase.name(),
-            ms: per(ns),
-            share: per(ns) / forward_ms,
-            floor_ms: model.matrix_work(phase, n).map(|w| floor_ms(w, c).0),
-            kernel_floor_ms: model.matrix_work(phase, n).map(|w| kernel_floor_ms(w, c)),
-        })
+        .map(|(f, rate)| format!("{f} {rate:.0} ({:.0}%)", 100.0 * rate / r.int8_gmacs_per_s))
         .collect();
-    let claimed: f64 = phases.iter().map(|r| r.ms).sum();
-    Ok(Profile {
-        prefix,
-        n,
-        forward_ms,
-        other_ms: forward_ms - claimed,
-        phases,
-        dispatches: p.dispatches as f64 / p.forwards.max(1) as f64,
-        barrier_wait_ms: per(p.barrier_wait_ns),
-        empty_dispatch_us,
-    })
+    rates.join(", ")
 }
 
-/// Microseconds of one empty job's fork and join on the executor's pool (median of
-/// batches).
-fn empty_dispatch_us(exec: &specdec_runtime::Executor) -> anyhow::Result<f64> {
-    let mut per = Vec::new();
-    for _ in 0..9 {
-        let t = std::time::Instant::now();
-        for _ in 0..2000 {
-            exec.for_each(exec.threads(), &|_| {})?;
-        }
-        per.push(t.elapsed().as_secs_f64() * 1e6 / 2000.0);
+/// Every forward size against its floors, one row each (the terminal's table and the
+/// report's).
+fn rows_table(r: &Roofline) -> Table {
+    let header = [
+        "prefix",
+        "n",
+        "ms",
+        "floor ms",
+        "bound",
+        "fraction",
+        "kernel",
+        "fraction",
+        "n/1",
+        "floor n/1",
+    ];
+    Table {
+        header: header.iter().map(|h| h.to_string()).collect(),
+        rows: r
+            .rows
+            .iter()
+            .map(|x| {
+                vec![
+                    x.prefix.to_string(),
+                    x.n.to_string(),
+                    format!("{:.2}", x.ms),
+                    format!("{:.2}", x.floor_ms),
+                    x.bound.to_string(),
+                    format!("{:.0}%", 100.0 * x.fraction),
+                    format!("{:.2}", x.kernel_floor_ms),
+                    format!("{:.0}%", 100.0 * x.kernel_fraction),
+                    format!("{:.2}", x.ratio_to_one),
+                    format!("{:.2}", x.floor_ratio_to_one),
+                ]
+            })
+            .collect(),
     }
-    Ok(median(per))
+}
+
+fn write_report(dir: &Path, model: &str, r: &Roofline) -> anyhow::Result<std::path::PathBuf> {
+    let report = Report {
+        title: format!("Roofline of {model}"),
+        intro: vec![
+            ceilings_line(r, None),
+            format!(
+                "Matmul kernels on cached weights, G MAC/s (of the int8 peak): {}.",
+                kernel_rates(r)
+            ),
+            "A forward's floor is the larger of its bytes over the streaming bandwidth and its \
+             multiply-adds over the peak rates; the kernels' floor uses the kernels' own \
+             measured rate instead of the instruction's peak. Fraction is floor over measured."
+                .into(),
+        ],
+        sections: vec![Section {
+            heading: "Forward sizes".into(),
+            text: Vec::new(),
+            table: Some(rows_table(r)),
+            plots: roofline_plots(r),
+        }],
+    };
+    Ok(report.write(dir)?)
 }
 
 fn print_profile(p: &Profile) {
@@ -184,127 +182,4 @@ fn print_profile(p: &Profile) {
         p.dispatches * p.empty_dispatch_us / 1e3,
         p.barrier_wait_ms
     );
-}
-
-pub fn run(
-    args: &ModelArgs,
-    repeats: usize,
-    prefixes: &[usize],
-    buffer_mib: usize,
-    profile_nodes: &[usize],
-    json: bool,
-) -> anyhow::Result<()> {
-    let loaded = common::load(args)?;
-    let model = &loaded.model;
-    let exec = model.executor();
-    let c = exec.ceilings(buffer_mib << 20)?;
-    let mut rows = Vec::new();
-    for &prefix in prefixes {
-        let curve = cost_curve(&loaded.model, &loaded.tokenizer, repeats, prefix)?;
-        let one = curve.ms(1);
-        let one_floor = floor_ms(model.forward_work(prefix, 1), &c).0;
-        for &(n, ms) in curve.points() {
-            let work = model.forward_work(prefix, n);
-            let (floor, bound) = floor_ms(work, &c);
-            let kernel_floor = kernel_floor_ms(work, &c);
-            rows.push(Row {
-                prefix,
-                n,
-                ms,
-                floor_ms: floor,
-                bound,
-                fraction: floor / ms,
-                kernel_floor_ms: kernel_floor,
-                kernel_fraction: kernel_floor / ms,
-                ratio_to_one: ms / one,
-                floor_ratio_to_one: floor / one_floor,
-            });
-        }
-    }
-    let empty = empty_dispatch_us(exec)?;
-    let mut profiles = Vec::new();
-    for &prefix in prefixes {
-        for &n in profile_nodes {
-            profiles.push(profile(&loaded, &c, prefix, n, repeats * 4, empty)?);
-        }
-    }
-    if json {
-        println!(
-            "{}",
-            serde_json::json!({
-                "profiles": profiles,
-                "threads": exec.threads(),
-                "isa": exec.isa().name(),
-                "read_gb_per_s": c.read_bytes_per_s / 1e9,
-                "int8_gmacs_per_s": c.int8_macs_per_s / 1e9,
-                "f32_gmacs_per_s": c.f32_macs_per_s / 1e9,
-                "kernel_gmacs_per_s": WeightFormat::ALL
-                    .iter()
-                    .map(|&f| (f.name(), c.kernel_rate(f) / 1e9))
-                    .collect::<std::collections::BTreeMap<_, _>>(),
-                "rows": rows,
-            })
-        );
-        return Ok(());
-    }
-    println!(
-        "{} threads, {}: streaming read {:.1} GB/s ({buffer_mib} MiB buffer), int8 dot {:.0} G MAC/s, f32 FMA {:.0} G MAC/s",
-        exec.threads(),
-        exec.isa().name(),
-        c.read_bytes_per_s / 1e9,
-        c.int8_macs_per_s / 1e9,
-        c.f32_macs_per_s / 1e9,
-    );
-    let kernels: Vec<String> = WeightFormat::ALL
-        .iter()
-        .map(|&f| {
-            let rate = c.kernel_rate(f);
-            format!(
-                "{} {:.0} ({:.0}%)",
-                f.name(),
-                rate / 1e9,
-                100.0 * rate / c.int8_macs_per_s
-            )
-        })
-        .collect();
-    println!(
-        "the matmul kernels on cached weights, G MAC/s (of the int8 peak): {}",
-        kernels.join(", ")
-    );
-    let w1 = model.forward_work(prefixes[0], 1);
-    println!(
-        "one row reads {:.1} MB and does {:.1} M int8 multiply-adds",
-        w1.bytes as f64 / 1e6,
-        w1.int8_macs as f64 / 1e6
-    );
-    println!(
-        "{:>6} {:>4} {:>9} {:>9} {:>8} {:>9} {:>9} {:>9} {:>8} {:>8}",
-        "prefix",
-        "n",
-        "ms",
-        "floor ms",
-        "bound",
-        "fraction",
-        "kernel",
-        "fraction",
-        "n/1",
-        "floor n/1"
-    );
-    for r in &rows {
-        println!(
-            "{:>6} {:>4} {:>9.2} {:>9.2} {:>8} {:>8.0}% {:>9.2} {:>8.0}% {:>8.2} {:>8.2}",
-            r.prefix,
-            r.n,
-            r.ms,
-            r.floor_ms,
-            r.bound,
-            100.0 * r.fraction,
-            r.kernel_floor_ms,
-            100.0 * r.kernel_fraction,
-            r.ratio_to_one,
-            r.floor_ratio_to_one
-        );
-    }
-    profiles.iter().for_each(print_profile);
-    Ok(())
 }

@@ -1,4 +1,5 @@
 //! The benchmark library without a model file: replays against real runs on a fake target.
 
 mod replay;
+mod roofline;
 mod workload;
