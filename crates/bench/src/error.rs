@@ -16,6 +16,9 @@ pub enum BenchError {
     /// Text could not be tokenized.
     #[error(transparent)]
     Tokenizer(#[from] TokenizerError),
+    /// Knowledge records could not be read.
+    #[error(transparent)]
+    Rec(#[from] specdec_rec::RecError),
     /// A measurement that cannot be made as asked (sizes past the context, say).
     #[error("{0}")]
     Setup(String),

@@ -1,6 +1,8 @@
 //! specdec's benchmark library: what the benchmarks measure with, apart from the command
 //! line that runs them.
 //!
+//! - [`knowledge`]: LASER's benchmark, knowledge generation under plain, strict and
+//!   relaxed speculation with no, one global or per-group pools, at concurrency 1 and N;
 //! - [`cost`]: the forward cost curve (one forward over n tree nodes after a prefix),
 //!   which prices every decode step free of run-to-run noise;
 //! - [`oracle`]: the copy oracle, the ceiling of any copying drafter on an output;
@@ -11,12 +13,13 @@
 //! - [`workload`]: the workload benchmark's harness (methods x records x repeats,
 //!   interleaved, outputs checked against plain decoding's, steps priced on the curve).
 //!
-//! The recommendation harnesses (`rec bench`, `rec eval`) still live in the `specdec`
-//! binary and use these.
+//! `rec eval` (the beam-search benchmark) still lives in the `specdec` binary and uses
+//! these.
 
 mod error;
 
 pub mod cost;
+pub mod knowledge;
 pub mod oracle;
 pub mod replay;
 pub mod report;
