@@ -11,7 +11,10 @@
 # Usage: scripts/compare-llama-speculative.sh LLAMA_BIN_DIR WORKLOAD.jsonl [N] [TARGET] [DRAFT]
 #   LLAMA_BIN_DIR holds llama-completion and llama-speculative; TARGET and DRAFT default
 #   to qwen2.5-coder-1.5b and qwen2.5-coder-0.5b (fetched on first use). Chat records are
-#   rendered with Qwen's ChatML and its default system turn, as specdec's template does.
+#   rendered with Qwen's ChatML and its default system turn, as specdec's template does,
+#   plus one extra newline: `-f` drops the file's last newline, and without it the
+#   assistant turn starts without its "\n" (a different prompt from specdec's; runs before
+#   this fix, such as 2026-12-03's, had it). `--no-escape` keeps backslashes literal.
 set -euo pipefail
 bin_dir=${1:?usage: $0 LLAMA_BIN_DIR WORKLOAD.jsonl [N] [TARGET] [DRAFT]}
 workload=${2:?usage: $0 LLAMA_BIN_DIR WORKLOAD.jsonl [N] [TARGET] [DRAFT]}
@@ -36,16 +39,16 @@ head -n "$n_records" "$workload" | while IFS= read -r line; do
   python3 - "$prompt" > "$out.prompt" <<'PY'
 import sys
 print("<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n"
-      f"<|im_start|>user\n{sys.argv[1]}<|im_end|>\n<|im_start|>assistant\n", end="")
+      f"<|im_start|>user\n{sys.argv[1]}<|im_end|>\n<|im_start|>assistant\n\n", end="")
 PY
   s_plain=$("$specdec" generate --model "$target" --threads 2 --draft none --chat \
       --prompt "$prompt" --max-tokens $n --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["tokens_per_second"])')
   s_model=$("$specdec" generate --model "$target" --threads 2 --draft model --draft-model "$draft" \
       --chat --prompt "$prompt" --max-tokens $n --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["tokens_per_second"])')
   l_plain=$("$bin_dir/llama-completion" -m "$target" -f "$out.prompt" -n $n -t 2 -tb 2 -c 4096 \
-      --temp 0 --top-k 1 -no-cnv --simple-io --no-display-prompt </dev/null 2>&1 >/dev/null | llama_speed)
+      --temp 0 --top-k 1 --no-escape -no-cnv --simple-io --no-display-prompt </dev/null 2>&1 >/dev/null | llama_speed)
   l_spec_log=$("$bin_dir/llama-speculative" -m "$target" -md "$draft" -f "$out.prompt" -n $n \
-      -t 2 -tb 2 -td 2 -c 4096 --temp 0 --top-k 1 --spec-draft-n-max 8 </dev/null 2>&1 || true)
+      -t 2 -tb 2 -td 2 -c 4096 --temp 0 --top-k 1 --no-escape --spec-draft-n-max 8 </dev/null 2>&1 || true)
   l_spec=$(echo "$l_spec_log" | grep -E 'decoded .* speed:' | tail -1 | sed -E 's/.*speed: *([0-9.]+) t\/s.*/\1/')
   l_accept=$(echo "$l_spec_log" | grep -E ' accept +=' | tail -1 | sed -E 's/.*= *([0-9.]+)%.*/\1/')
   echo "$id $s_plain $s_model $l_plain $l_spec ${l_accept:-?}"
