@@ -275,8 +275,17 @@ impl<'a> Generation<'a> {
         self.prefill_time = Some(self.start.elapsed());
     }
 
+    /// The context of the row this generation's next step puts in the forward for sure
+    /// (its pending token), when that step is a decode step.
+    pub(crate) fn decode_row(&self) -> Option<usize> {
+        let decoding = self.finish.is_none()
+            && (self.prefill_time.is_some() || self.seq.len() == self.head().len());
+        decoding.then(|| self.seq.len())
+    }
+
     /// Decides this generation's share of the next forward. `load` holds what earlier
-    /// members of the batch put in it, so drafts are sized for the batch's throughput.
+    /// members of the batch put in it and the pending rows of the later ones (see
+    /// [`Generation::decode_row`]), so drafts are sized for the batch's throughput.
     pub(crate) fn plan(&mut self, cost: &CostModel, load: &mut BatchLoad) -> Option<StepInput> {
         if self.finish.is_some() {
             return None;
@@ -293,6 +302,9 @@ impl<'a> Generation<'a> {
             load.ctx_sum += nodes.len() * (prefilled + nodes.len() / 2);
             return Some(StepInput::Prefill(nodes));
         }
+        // This step's pending row was counted in advance; the trim below adds it again
+        // with the drafts it keeps.
+        load.take_back_row(self.seq.len());
         let remaining = self.req.max_tokens - self.tokens().len();
         let room = self.seq.max_len() - self.seq.len();
         let cap = self.policy.cap(remaining).min(room.saturating_sub(1));

@@ -194,6 +194,14 @@ impl BatchLoad {
         self.expected += 1.0 + expected;
     }
 
+    /// Takes back one step's pending row counted in advance (see `Engine::step_sharing`);
+    /// the step's plan adds it again with the drafts it keeps.
+    pub fn take_back_row(&mut self, ctx: usize) {
+        self.rows = self.rows.saturating_sub(1);
+        self.ctx_sum = self.ctx_sum.saturating_sub(ctx);
+        self.expected = (self.expected - 1.0).max(0.0);
+    }
+
     /// Mean context per row.
     pub fn mean_ctx(&self) -> usize {
         self.ctx_sum / self.rows.max(1)

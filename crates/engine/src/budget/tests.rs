@@ -290,3 +290,40 @@ fn a_measured_curve_prices_every_size_and_ignores_timings() {
     assert!(CostModel::measured(&[(2, 30.0), (4, 40.0)]).is_none());
     assert!(CostModel::measured(&[(1, 0.0), (4, 40.0)]).is_none());
 }
+
+/// Regression (LASER on the 1.5B at concurrency 6 ran 8-11% below plain batching): the
+/// engine counts every batch member's pending row before any member plans, so a member's
+/// drafts are priced against the batch's rows, and it drafts less than it would alone.
+#[test]
+fn drafts_are_priced_against_the_batch_rows_counted_in_advance() {
+    let curve = [(1, 30.0), (2, 33.0), (4, 42.0), (8, 66.0), (16, 100.0)];
+    let cost = CostModel::measured(&curve).expect("a valid curve");
+    // The first drafted token is accepted about half the time, the ones after it never:
+    // worth a row alone (1 row more costs 1.1x), not in a compute-bound batch of 8.
+    let mut p = BudgetPolicy::new(32);
+    for k in 0..60 {
+        p.observe(&chain(8), &first(k % 2));
+    }
+    let alone = p
+        .clone()
+        .trim(chain(16), 32, 100, &cost, &mut BatchLoad::default())
+        .drafted();
+    // Seven other members' pending rows, counted first; this member's own taken back.
+    let mut batch = BatchLoad::default();
+    for _ in 0..8 {
+        batch.add(0, 100, 0.0);
+    }
+    batch.take_back_row(100);
+    assert_eq!((batch.rows, batch.expected), (7, 7.0));
+    let in_batch = p.trim(chain(16), 32, 100, &cost, &mut batch).drafted();
+    assert!(alone > 0, "alone, good acceptance drafts");
+    assert!(
+        in_batch < alone,
+        "with seven rows already in the forward, drafts cost more: {in_batch} vs {alone}"
+    );
+    assert_eq!(
+        batch.rows,
+        8 + in_batch,
+        "the trim put this member's rows back"
+    );
+}
