@@ -2,7 +2,7 @@
 //! of one. It owns what outlives a request: the measured verify cost, the acceptance each
 //! drafter earned, the prefix cache and the drafting pools.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::time::Instant;
 
 use specdec_drafters::Drafter;
@@ -36,7 +36,7 @@ pub struct Engine<'m> {
     draft_model: Option<DraftModel>,
     /// What finished requests taught their pools, for [`Engine::take_learned`]; `None`
     /// unless [`Engine::sharing_learning`] (nobody else would read it).
-    learned: Option<Vec<Learned>>,
+    learned: Option<VecDeque<Learned>>,
 }
 
 /// Lessons kept for [`Engine::take_learned`] at most; a caller that stopped taking them
@@ -68,7 +68,7 @@ impl<'m> Engine<'m> {
     /// Keeps what each finished request taught its pool for [`Engine::take_learned`], so
     /// other engines (replicas of this model) can fold it in with [`Engine::fold_learned`].
     pub fn sharing_learning(mut self) -> Self {
-        self.learned = Some(Vec::new());
+        self.learned = Some(VecDeque::new());
         self
     }
 
@@ -78,7 +78,7 @@ impl<'m> Engine<'m> {
     pub fn take_learned(&mut self) -> Vec<Learned> {
         self.learned
             .as_mut()
-            .map(std::mem::take)
+            .map(|l| l.drain(..).collect())
             .unwrap_or_default()
     }
 
@@ -200,8 +200,10 @@ impl<'m> Engine<'m> {
                 .mark_dirty_in(g.cache_scope(), spec.pool.as_ref());
         }
         let scope = g.cache_scope().clone();
-        let lesson = self.learned.is_some() && spec.method.uses_pool();
-        let lesson = lesson.then(|| Learned {
+        // What it taught its pool, for other replicas (a private request shares nothing).
+        let shares =
+            self.learned.is_some() && spec.method.uses_pool() && scope != CacheScope::Private;
+        let lesson = shares.then(|| Learned {
             scope: scope.clone(),
             pool: spec.pool.clone(),
             prompt: tail(g.prompt(), self.pools.lesson_prompt_tokens()).to_vec(),
@@ -209,13 +211,14 @@ impl<'m> Engine<'m> {
         });
         let (out, seq, learned) = g.into_parts(self.tokenizer);
         if let (Some(mut lesson), Some(outbox)) = (lesson, self.learned.as_mut()) {
-            // The drafter learned the output only when the request got past its prefill.
-            if lesson.scope != CacheScope::Private && !out.token_ids.is_empty() && !out.forced {
+            // The drafter learned the output only when the request got past its prefill,
+            // and a forced output is not the model's.
+            if !out.token_ids.is_empty() && !out.forced {
                 lesson.output = out.token_ids.clone();
                 if outbox.len() >= MAX_UNTAKEN_LESSONS {
-                    outbox.remove(0);
+                    outbox.pop_front();
                 }
-                outbox.push(lesson);
+                outbox.push_back(lesson);
             }
         }
         if let Some((name, policy)) = learned {

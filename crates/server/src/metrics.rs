@@ -195,10 +195,17 @@ impl Metrics {
         let _ = self.shared.set(stats);
     }
 
-    /// Another replica's lesson was `applied`, `skipped` or `dropped` (see
-    /// `specdec_engine::Folded`).
-    pub fn folded(&self, outcome: &'static str) {
-        *lock(&self.folded).entry(outcome).or_default() += 1;
+    /// What folding other replicas' lessons did (`applied`, `skipped`, `dropped`).
+    pub fn folded(&self, folds: &specdec_shared_state::Folds) {
+        let mut by = lock(&self.folded);
+        let outcomes = [
+            ("applied", folds.applied),
+            ("skipped", folds.skipped),
+            ("dropped", folds.dropped),
+        ];
+        for (outcome, n) in outcomes.into_iter().filter(|&(_, n)| n > 0) {
+            *by.entry(outcome).or_default() += n as u64;
+        }
     }
 
     /// A finished request drafted from the pool labelled `pool` (see

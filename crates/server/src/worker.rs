@@ -15,12 +15,12 @@ use std::time::{Duration, Instant};
 use specdec_engine::beam::BeamRunner;
 use specdec_engine::scheduler::Progress;
 use specdec_engine::{
-    Engine, Folded, GenerateOutput, GenerateRequest, Learned, Model, Outcome, Pools, Scheduler,
-    Sink, SpecStats, Tokenizer,
+    Engine, GenerateOutput, GenerateRequest, Learned, Model, Outcome, Pools, Scheduler, Sink,
+    SpecStats, Tokenizer,
 };
 use specdec_rec::recommend::service::{history_tokens, named};
 use specdec_rec::recommend::Recommendation;
-use specdec_shared_state::{SharedConfig, SharedState, SharedStateError};
+use specdec_shared_state::{Folding, SharedConfig, SharedState, SharedStateError};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::error::ApiError;
@@ -279,8 +279,6 @@ pub struct Shared {
 /// Batches of other replicas' lessons read ahead of the engine thread; past it the reader
 /// waits (Redis keeps the rest).
 const INCOMING_BATCHES: usize = 64;
-/// Lessons waiting for their pool to be read from disk; past it the oldest are dropped.
-const MAX_PENDING_LESSONS: usize = 4096;
 /// Lessons folded between two steps at most, so that a replica catching up on the stream
 /// does not hold its requests' next tokens back.
 const FOLDS_PER_STEP: usize = 256;
@@ -305,8 +303,8 @@ impl Shared {
 /// The engine thread's side of shared state.
 struct Sharing {
     shared: Shared,
-    /// Lessons whose pool is being read from its files.
-    pending: VecDeque<Learned>,
+    /// Other replicas' lessons not folded yet.
+    folding: Folding,
     /// Waits on the queue and the lessons at once while the engine is idle.
     waiter: tokio::runtime::Runtime,
 }
@@ -328,40 +326,20 @@ impl Sharing {
             .build()?;
         Ok(Sharing {
             shared,
-            pending: VecDeque::new(),
+            folding: Folding::default(),
             waiter,
         })
     }
 
     /// Publishes what finished requests taught and folds in what other replicas did.
     fn exchange(&mut self, engine: &mut Engine<'_>, metrics: &Metrics) {
-        for l in engine.take_learned() {
-            self.shared.state.publish(l);
-        }
+        self.shared.state.publish_learned(engine);
         while let Ok(batch) = self.shared.incoming.try_recv() {
-            self.pending.extend(batch);
+            self.folding.receive(batch);
         }
-        while self.pending.len() > MAX_PENDING_LESSONS {
-            self.pending.pop_front();
-            metrics.folded("dropped");
-        }
-        let mut waiting = VecDeque::new();
-        let mut folded = 0;
-        while let Some(l) = self.pending.pop_front() {
-            if folded == FOLDS_PER_STEP {
-                self.pending.push_front(l);
-                break;
-            }
-            match engine.fold_learned(&l) {
-                Folded::Applied => metrics.folded("applied"),
-                Folded::Skipped => metrics.folded("skipped"),
-                Folded::Waiting => waiting.push_back(l),
-            }
-            folded += 1;
-        }
-        waiting.extend(self.pending.drain(..));
-        self.pending = waiting;
-        if folded > 0 {
+        let folds = self.folding.fold(engine, FOLDS_PER_STEP);
+        metrics.folded(&folds);
+        if folds.applied > 0 {
             metrics.pool_sizes(engine.pools().sizes());
         }
     }
@@ -369,8 +347,8 @@ impl Sharing {
     /// Waits for a request or for lessons; with lessons pending (a pool being read, or
     /// more than one step's worth), only briefly.
     fn wait(&mut self, rx: &mut mpsc::Receiver<Work>) -> Wake {
-        let incoming = &mut self.shared.incoming;
-        let pause = if self.pending.is_empty() {
+        let (incoming, folding) = (&mut self.shared.incoming, &mut self.folding);
+        let pause = if folding.is_empty() {
             Duration::from_secs(3600)
         } else {
             Duration::from_millis(5)
@@ -380,7 +358,7 @@ impl Sharing {
                 work = rx.recv() => Wake::Work(work),
                 batch = incoming.recv(), if !incoming.is_closed() => {
                     if let Some(b) = batch {
-                        self.pending.extend(b);
+                        folding.receive(b);
                     }
                     Wake::Lessons
                 }
@@ -451,12 +429,9 @@ pub fn spawn(
             );
             if let Some(s) = sharing.take() {
                 // The last requests' lessons go out before the process ends.
-                for l in scheduler.engine_mut().take_learned() {
-                    s.shared.state.publish(l);
-                }
-                if !s.shared.state.close(Duration::from_secs(3)) {
-                    tracing::warn!("shared state: the last lessons may not have been published");
-                }
+                s.shared
+                    .state
+                    .finish(scheduler.engine_mut(), Duration::from_secs(3));
             }
             tracing::info!("engine stopped; saving the drafting state");
             // The global trie is written at exit even if unchanged, so the file `--trie`

@@ -13,6 +13,7 @@
 //! into that owner's pool only. The stream holds tenants' identities and texts: keep the
 //! Redis instance as private to the operator as the pools folder.
 
+mod fold;
 mod link;
 pub mod wire;
 
@@ -21,6 +22,7 @@ use std::sync::mpsc::{channel, sync_channel, Receiver, SyncSender, TrySendError}
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use fold::{Folding, Folds, MAX_PENDING_LESSONS};
 pub use link::MAX_HELD;
 use specdec_engine::Learned;
 

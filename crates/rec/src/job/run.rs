@@ -9,10 +9,10 @@ use std::sync::mpsc::{sync_channel, Receiver};
 use std::time::{Duration, Instant};
 
 use specdec_engine::{
-    Acceptance, ChatTemplate, DraftMethod, Engine, EngineError, Folded, GenerateOutput,
-    GenerateRequest, Learned, Outcome, Scheduler, Speculation, SpeculationSpec,
+    Acceptance, ChatTemplate, DraftMethod, Engine, EngineError, GenerateOutput, GenerateRequest,
+    Learned, Outcome, Scheduler, Speculation, SpeculationSpec,
 };
-use specdec_shared_state::{SharedConfig, SharedState};
+use specdec_shared_state::{Folding, SharedConfig, SharedState};
 
 use super::input::{read_input, Task};
 use super::output::OutputFile;
@@ -370,7 +370,8 @@ pub fn execute(
     };
     progress.finish();
     if let Some(s) = shared.take() {
-        s.close(sched.engine_mut());
+        // The last records' lessons go out before the job ends.
+        s.state.finish(sched.engine_mut(), Duration::from_secs(5));
     }
     if let Some(r) = &mut replay {
         if summary.interrupted || result.is_err() {
@@ -405,8 +406,8 @@ pub fn execute(
 struct Sharing {
     state: SharedState,
     incoming: Receiver<Vec<Learned>>,
-    /// Lessons whose pool is being read from its files.
-    pending: Vec<Learned>,
+    /// Other shards' lessons not folded yet.
+    folding: Folding,
 }
 
 impl Sharing {
@@ -417,34 +418,17 @@ impl Sharing {
         Ok(Sharing {
             state,
             incoming,
-            pending: Vec::new(),
+            folding: Folding::default(),
         })
     }
 
     /// Publishes what finished records taught their pools and folds in what other shards'
     /// records did (a pool still being read from its files gets its lesson later).
     fn exchange(&mut self, engine: &mut Engine<'_>) {
-        for l in engine.take_learned() {
-            self.state.publish(l);
-        }
+        self.state.publish_learned(engine);
         while let Ok(batch) = self.incoming.try_recv() {
-            self.pending.extend(batch);
+            self.folding.receive(batch);
         }
-        if self.pending.is_empty() {
-            return;
-        }
-        engine.pools_mut().poll_loads();
-        self.pending
-            .retain(|l| engine.fold_learned(l) == Folded::Waiting);
-    }
-
-    /// Publishes the last records' lessons and waits (briefly) for them to go out.
-    fn close(self, engine: &mut Engine<'_>) {
-        for l in engine.take_learned() {
-            self.state.publish(l);
-        }
-        if !self.state.close(Duration::from_secs(5)) {
-            tracing::warn!("shared state: the last lessons may not have been published");
-        }
+        self.folding.fold(engine, usize::MAX);
     }
 }
