@@ -294,6 +294,11 @@ impl Metrics {
                     "Stream entries that were not lessons.",
                     &st.malformed,
                 ),
+                (
+                    "repeated",
+                    "Stream entries skipped as a second copy of one already read.",
+                    &st.repeated,
+                ),
             ];
             for (what, help, n) in shared {
                 let name = format!("specdec:shared_state_{what}_total");

@@ -84,6 +84,9 @@ pub struct Stats {
     pub dropped: AtomicU64,
     /// Entries that were not lessons (skipped).
     pub malformed: AtomicU64,
+    /// Entries read twice because their publisher sent them again after a lost reply
+    /// (skipped).
+    pub repeated: AtomicU64,
     /// Lessons waiting for Redis to come back.
     pub held: AtomicUsize,
     /// Whether the publisher's connection is up (after its last attempt).

@@ -3,7 +3,7 @@
 //! an outage on its own: it logs the first failure, retries with a growing pause, and
 //! says when it is connected again; nothing waits for it meanwhile.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
@@ -116,13 +116,16 @@ pub(crate) fn publish(
     stats: Arc<Stats>,
 ) {
     let mut link = Link::new(client, shown, "publisher");
-    let mut held: VecDeque<Learned> = VecDeque::new();
-    let hold = |l: Learned, held: &mut VecDeque<Learned>| {
+    // Numbered as they come, so a lesson sent again after a lost reply is known for one.
+    let mut held: VecDeque<(u64, Learned)> = VecDeque::new();
+    let mut next_seq = 0u64;
+    let mut hold = |l: Learned, held: &mut VecDeque<(u64, Learned)>| {
         if held.len() >= MAX_HELD {
             held.pop_front();
             stats.dropped.fetch_add(1, Ordering::Relaxed);
         }
-        held.push_back(l);
+        held.push_back((next_seq, l));
+        next_seq += 1;
     };
     let mut open = true;
     while open || !held.is_empty() {
@@ -151,7 +154,7 @@ pub(crate) fn publish(
             continue;
         };
         let mut pipe = redis::pipe();
-        for l in &held {
+        for (seq, l) in &held {
             let cmd = pipe
                 .cmd("XADD")
                 .arg(&key)
@@ -159,7 +162,7 @@ pub(crate) fn publish(
                 .arg("~")
                 .arg(max_entries)
                 .arg("*");
-            for (field, value) in encode(l, &origin) {
+            for (field, value) in encode(l, &origin, *seq) {
                 cmd.arg(field).arg(value);
             }
             cmd.ignore();
@@ -191,6 +194,9 @@ pub(crate) fn subscribe(
 ) {
     let mut link = Link::new(client, shown, "subscriber");
     let mut last = "0-0".to_string();
+    // The next sequence number expected from each origin: a publish retried after a lost
+    // reply lands twice, and the second copy is skipped here.
+    let mut next_from: HashMap<String, u64> = HashMap::new();
     while !stop.load(Ordering::Relaxed) {
         let Some(con) = link.connection() else {
             stats.subscriber_up.store(false, Ordering::Relaxed);
@@ -219,7 +225,15 @@ pub(crate) fn subscribe(
         for entry in reply.keys.into_iter().flat_map(|k| k.ids) {
             match decode(&entry.map) {
                 Ok(e) if e.origin == origin => {}
-                Ok(e) => batch.push(e.learned),
+                Ok(e) => {
+                    let next = next_from.entry(e.origin).or_insert(0);
+                    if e.seq >= *next {
+                        *next = e.seq + 1;
+                        batch.push(e.learned);
+                    } else {
+                        stats.repeated.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
                 Err(err) => {
                     stats.malformed.fetch_add(1, Ordering::Relaxed);
                     tracing::warn!("shared state: skipped entry {} of {key}: {err}", entry.id);

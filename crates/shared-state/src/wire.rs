@@ -1,5 +1,9 @@
 //! A lesson as one Redis stream entry: named fields, token ids as little-endian `u32`
 //! bytes. Entries come from other processes, so decoding bounds and checks every field.
+//!
+//! Each entry carries its publisher's sequence number. A publish whose reply is lost (Redis
+//! killed after it stored the entry, before the answer arrived) is sent again, so an entry
+//! can be in the stream twice; readers drop what they have already had from that origin.
 
 use std::collections::HashMap;
 
@@ -24,8 +28,8 @@ pub enum WireError {
     Malformed(&'static str),
 }
 
-/// The fields of `learned`'s entry, published by replica `origin`.
-pub fn encode(learned: &Learned, origin: &str) -> Vec<(&'static str, Vec<u8>)> {
+/// The fields of `learned`'s entry, the `seq`th published by replica `origin`.
+pub fn encode(learned: &Learned, origin: &str, seq: u64) -> Vec<(&'static str, Vec<u8>)> {
     let scope = match &learned.scope {
         CacheScope::Shared => "shared".to_string(),
         CacheScope::Tenant(t) => format!("tenant:{}", t.id()),
@@ -35,6 +39,7 @@ pub fn encode(learned: &Learned, origin: &str) -> Vec<(&'static str, Vec<u8>)> {
     let pool = learned.pool.as_ref().map(|p| p.as_str()).unwrap_or("");
     vec![
         ("origin", origin.as_bytes().to_vec()),
+        ("seq", seq.to_string().into_bytes()),
         ("scope", scope.into_bytes()),
         ("pool", pool.as_bytes().to_vec()),
         ("prompt", ids_to_bytes(&learned.prompt)),
@@ -47,6 +52,8 @@ pub fn encode(learned: &Learned, origin: &str) -> Vec<(&'static str, Vec<u8>)> {
 pub struct Entry {
     /// The publishing replica.
     pub origin: String,
+    /// Its place in what that replica published (from 0, no gaps but for drops).
+    pub seq: u64,
     /// The lesson.
     pub learned: Learned,
 }
@@ -55,6 +62,10 @@ pub struct Entry {
 pub fn decode(fields: &HashMap<String, Value>) -> Result<Entry, WireError> {
     let origin = String::from_utf8(bytes(fields, "origin")?.to_vec())
         .map_err(|_| WireError::Malformed("origin"))?;
+    let seq = std::str::from_utf8(bytes(fields, "seq")?)
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok())
+        .ok_or(WireError::Malformed("seq"))?;
     let scope = bytes(fields, "scope")?;
     if scope.len() > MAX_SCOPE_BYTES {
         return Err(WireError::Malformed("scope"));
@@ -77,6 +88,7 @@ pub fn decode(fields: &HashMap<String, Value>) -> Result<Entry, WireError> {
         .ok_or(WireError::Malformed("output"))?;
     Ok(Entry {
         origin,
+        seq,
         learned: Learned {
             scope,
             pool,
@@ -132,6 +144,7 @@ mod tests {
             pool in proptest::option::of("[a-z0-9_-]{1,20}"),
             prompt in proptest::collection::vec(any::<u32>(), 0..300),
             output in proptest::collection::vec(any::<u32>(), 0..300),
+            seq in any::<u64>(),
         ) {
             let learned = Learned {
                 scope: tenant.map_or(CacheScope::Shared, |t| CacheScope::Tenant(Tenant::new(t))),
@@ -139,19 +152,22 @@ mod tests {
                 prompt,
                 output,
             };
-            let entry = decode(&fields(encode(&learned, "replica-1"))).unwrap();
+            let entry = decode(&fields(encode(&learned, "replica-1", seq))).unwrap();
             prop_assert_eq!(entry.origin, "replica-1");
+            prop_assert_eq!(entry.seq, seq);
             prop_assert_eq!(entry.learned, learned);
         }
 
         #[test]
         fn arbitrary_fields_never_panic(
+            seq in proptest::collection::vec(any::<u8>(), 0..20),
             scope in proptest::collection::vec(any::<u8>(), 0..20),
             pool in proptest::collection::vec(any::<u8>(), 0..20),
             ids in proptest::collection::vec(any::<u8>(), 0..40),
         ) {
             let f = fields(vec![
                 ("origin", b"o".to_vec()),
+                ("seq", seq),
                 ("scope", scope),
                 ("pool", pool),
                 ("prompt", ids.clone()),
@@ -169,7 +185,7 @@ mod tests {
             prompt: vec![1],
             output: vec![2],
         };
-        let f = fields(encode(&learned, "o"));
+        let f = fields(encode(&learned, "o", 0));
         assert_eq!(decode(&f), Err(WireError::Malformed("scope")));
         let mut f = fields(encode(
             &Learned {
@@ -177,6 +193,7 @@ mod tests {
                 ..learned
             },
             "o",
+            1,
         ));
         f.insert("output".into(), Value::BulkString(vec![1, 2, 3]));
         assert_eq!(decode(&f), Err(WireError::Malformed("output")));

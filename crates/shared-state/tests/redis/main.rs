@@ -136,3 +136,48 @@ fn an_outage_holds_lessons_back_and_sharing_resumes_after_it() {
             .collect::<Vec<_>>()
     );
 }
+
+/// Regression: a publish whose reply was lost to an outage is sent again, and the stream
+/// then holds its entries twice (b heard lesson 0 twice in one run of the outage test).
+#[test]
+fn entries_in_the_stream_twice_are_folded_once() {
+    let Some(redis) = Redis::start() else { return };
+    let (a, _) = replica(&redis, "twice");
+    let (b, b_hears) = replica(&redis, "twice");
+    for n in 0..2 {
+        a.publish(lesson(n, CacheScope::Shared));
+    }
+    assert_eq!(heard(&b_hears, 2).len(), 2);
+    // What a retry after a lost reply leaves: the same entries appended again.
+    let key = "specdec:twice:learned";
+    let mut con = redis::Client::open(redis.url())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let entries: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
+        .arg(key)
+        .arg("-")
+        .arg("+")
+        .query(&mut con)
+        .unwrap();
+    for entry in entries.ids {
+        let mut add = redis::cmd("XADD");
+        add.arg(key).arg("*");
+        for (field, value) in entry.map {
+            let redis::Value::BulkString(value) = value else {
+                panic!("field {field} is bytes")
+            };
+            add.arg(field).arg(value);
+        }
+        add.query::<String>(&mut con).unwrap();
+    }
+    a.publish(lesson(2, CacheScope::Shared));
+    assert_eq!(heard(&b_hears, 1), vec![lesson(2, CacheScope::Shared)]);
+    assert!(b_hears.try_recv().is_err(), "no copy heard");
+    assert_eq!(
+        b.stats()
+            .repeated
+            .load(std::sync::atomic::Ordering::Relaxed),
+        2
+    );
+}
