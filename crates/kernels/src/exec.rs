@@ -33,11 +33,12 @@ impl std::fmt::Debug for Executor {
 }
 
 impl Executor {
-    /// `threads` threads (the caller counts as one; 0 is taken as 1), fastest ISA.
+    /// `threads` threads (the caller counts as one; 0 is taken as 1), the fastest ISA or
+    /// the one `SPECDEC_ISA` names ([`Isa::chosen`]).
     pub fn new(threads: usize) -> Self {
         Executor {
             pool: Pool::new(threads),
-            isa: Isa::detect(),
+            isa: Isa::chosen(),
         }
     }
 

@@ -4,7 +4,7 @@
 //! portable kernel's (`scalar.rs`), lane for lane.
 
 use super::{drive, prefetch, quad, Job, Tile, TileKernel};
-use crate::format::{WeightFormat, SCALES, TILE};
+use crate::format::{BlockMeta, WeightFormat, SCALES, TILE};
 use std::arch::x86_64::*;
 
 /// # Safety
@@ -40,7 +40,7 @@ struct Nib<const OFFSET: i32, const FIFTH: bool, const SUPER: bool>;
 struct Q6K;
 
 /// Bytes of a block record's nibble vectors.
-const NIBBLES: usize = TILE * 16;
+pub(super) const NIBBLES: usize = TILE * 16;
 
 /// Walks the tile's block records in order, calling `f(b, rec, group)` with block b's
 /// record and its group (whose header the K formats' scales are in).
@@ -73,7 +73,7 @@ unsafe fn blocks<const R: usize>(
 
 /// 16 f16 at `p` (32-aligned) widened exactly.
 #[inline(always)]
-unsafe fn halfs(p: *const u8) -> __m512 {
+pub(super) unsafe fn halfs(p: *const u8) -> __m512 {
     // SAFETY: per the contract; AVX-512 F enabled by the caller.
     unsafe { _mm512_cvtph_ps(_mm256_load_si256(p.cast())) }
 }
@@ -149,8 +149,6 @@ impl<const OFFSET: i32, const FIFTH: bool, const SUPER: bool> TileKernel
         // SAFETY: as for Q8; the fifth-bit vectors follow the nibbles in the record, the
         // K formats' d and dmin lie in the group's header (`format.rs`).
         unsafe {
-            let nib = _mm512_set1_epi8(0x0f);
-            let fifth = _mm512_set1_epi8(0x10);
             let qoff = job.format.quant_offset();
             let mut acc = [[_mm512_setzero_ps(); 2]; R];
             blocks(job, t, |b, rec, group| {
@@ -159,28 +157,9 @@ impl<const OFFSET: i32, const FIFTH: bool, const SUPER: bool> TileKernel
                     [c, c]
                 });
                 let q = rec.add(qoff);
-                let h = if FIFTH {
-                    [0, 64].map(|g| _mm512_load_si512(q.add(NIBBLES + g).cast()))
-                } else {
-                    [_mm512_setzero_si512(); 2]
-                };
+                let h = fifth_bits::<FIFTH>(q);
                 for p in 0..4 {
-                    let v = [
-                        _mm512_load_si512(q.add(p * 128).cast()),
-                        _mm512_load_si512(q.add(p * 128 + 64).cast()),
-                    ];
-                    // Low nibbles: k = 4p..4p+4; high nibbles: k = 16+4p..16+4p+4. Fifth
-                    // bits p and 4 + p of each byte move to bit 4.
-                    let mut lo = v.map(|v| _mm512_and_si512(v, nib));
-                    let mut hi = v.map(|v| _mm512_and_si512(_mm512_srli_epi16::<4>(v), nib));
-                    if FIFTH {
-                        for g in 0..2 {
-                            let lo_h = _mm512_and_si512(shift16(h[g], 4 - p as i32), fifth);
-                            let hi_h = _mm512_and_si512(shift16(h[g], -(p as i32)), fifth);
-                            lo[g] = _mm512_or_si512(lo[g], lo_h);
-                            hi[g] = _mm512_or_si512(hi[g], hi_h);
-                        }
-                    }
+                    let (lo, hi) = nib_quads::<FIFTH>(q, h, p);
                     for r in 0..R {
                         let xa = _mm512_set1_epi32(quad(t.x[r].add(b * 32 + 4 * p)));
                         let xb = _mm512_set1_epi32(quad(t.x[r].add(b * 32 + 16 + 4 * p)));
@@ -190,30 +169,188 @@ impl<const OFFSET: i32, const FIFTH: bool, const SUPER: bool> TileKernel
                         }
                     }
                 }
-                if SUPER {
-                    // (d · sc) and (dmin · m) per column, exact; the min term subtracts.
-                    let dw = [0, 1].map(|g| {
-                        _mm512_mul_ps(halfs(group.add(g * 32)), bytes_u8(rec.add(g * 16)))
-                    });
-                    let mw = [0, 1].map(|g| {
-                        _mm512_mul_ps(
-                            halfs(group.add(SCALES + g * 32)),
-                            bytes_u8(rec.add(TILE + g * 16)),
-                        )
-                    });
-                    fold(t, b, dw, Some((mw, true)), &isum, &mut acc);
-                } else {
-                    // Q4_1's f16 mins follow its f16 scales; they add.
-                    let dw = [halfs(rec), halfs(rec.add(32))];
-                    let mw = (OFFSET == 0).then(|| {
-                        let mw = [halfs(rec.add(SCALES)), halfs(rec.add(SCALES + 32))];
-                        (mw, false)
-                    });
-                    fold(t, b, dw, mw, &isum, &mut acc);
-                }
+                let (dw, mw) = nib_scales::<OFFSET, SUPER>(rec, group);
+                fold(t, b, dw, mw, &isum, &mut acc);
             });
             store(t, &acc);
         }
+    }
+}
+
+/// Block record `q`'s (its quants') fifth-bit vectors of both column groups, when the
+/// format has them.
+///
+/// # Safety
+/// `q` a nibble format's quants in a block record (`format.rs`); AVX-512 F enabled by the
+/// caller.
+#[inline(always)]
+pub(super) unsafe fn fifth_bits<const FIFTH: bool>(q: *const u8) -> [__m512i; 2] {
+    // SAFETY: per the contract, the fifth-bit vectors follow the nibbles.
+    unsafe {
+        if FIFTH {
+            [0, 64].map(|g| _mm512_load_si512(q.add(NIBBLES + g).cast()))
+        } else {
+            [_mm512_setzero_si512(); 2]
+        }
+    }
+}
+
+/// The unsigned operands of k-quads `p` (k = 4p..4p+4, the low nibbles) and `4 + p`
+/// (k = 16+4p..16+4p+4, the high ones) of both column groups, the fifth bits `h`
+/// (`fifth_bits`) merged in.
+///
+/// # Safety
+/// As for `fifth_bits`; AVX-512 F/BW enabled by the caller.
+#[inline(always)]
+pub(super) unsafe fn nib_quads<const FIFTH: bool>(
+    q: *const u8,
+    h: [__m512i; 2],
+    p: usize,
+) -> ([__m512i; 2], [__m512i; 2]) {
+    // SAFETY: per the contract.
+    unsafe {
+        let (lo0, hi0) = nib_half::<FIFTH>(q, h[0], p, 0);
+        let (lo1, hi1) = nib_half::<FIFTH>(q, h[1], p, 1);
+        ([lo0, lo1], [hi0, hi1])
+    }
+}
+
+/// `nib_quads` for column group `g` alone (`h`: its fifth-bit vector): bits p and 4 + p
+/// of each byte of `h` move to bit 4.
+///
+/// # Safety
+/// As for `nib_quads`.
+#[inline(always)]
+pub(super) unsafe fn nib_half<const FIFTH: bool>(
+    q: *const u8,
+    h: __m512i,
+    p: usize,
+    g: usize,
+) -> (__m512i, __m512i) {
+    // SAFETY: per the contract, vector (p, g) lies in the record.
+    unsafe {
+        let nib = _mm512_set1_epi8(0x0f);
+        let v = _mm512_load_si512(q.add(p * 128 + g * 64).cast());
+        let mut lo = _mm512_and_si512(v, nib);
+        let mut hi = _mm512_and_si512(_mm512_srli_epi16::<4>(v), nib);
+        if FIFTH {
+            let fifth = _mm512_set1_epi8(0x10);
+            lo = _mm512_or_si512(lo, _mm512_and_si512(shift16(h, 4 - p as i32), fifth));
+            hi = _mm512_or_si512(hi, _mm512_and_si512(shift16(h, -(p as i32)), fifth));
+        }
+        (lo, hi)
+    }
+}
+
+/// A nibble format's per-column scales of block record `rec` (in `group`) for both column
+/// groups, and its min term (`true`: it subtracts), as `fold` takes them.
+///
+/// # Safety
+/// `rec` and `group` as `blocks` passes them; AVX-512 F enabled by the caller.
+#[inline(always)]
+pub(super) unsafe fn nib_scales<const OFFSET: i32, const SUPER: bool>(
+    rec: *const u8,
+    group: *const u8,
+) -> ([__m512; 2], Option<([__m512; 2], bool)>) {
+    // SAFETY: per the contract.
+    unsafe {
+        let (dw0, mw0) = nib_scale::<OFFSET, SUPER>(rec, group, 0);
+        let (dw1, mw1) = nib_scale::<OFFSET, SUPER>(rec, group, 1);
+        let mw = match (mw0, mw1) {
+            (Some((m0, sub)), Some((m1, _))) => Some(([m0, m1], sub)),
+            _ => None,
+        };
+        ([dw0, dw1], mw)
+    }
+}
+
+/// `nib_scales` for column group `g` alone.
+///
+/// # Safety
+/// As for `nib_scales`.
+#[inline(always)]
+pub(super) unsafe fn nib_scale<const OFFSET: i32, const SUPER: bool>(
+    rec: *const u8,
+    group: *const u8,
+    g: usize,
+) -> (__m512, Option<(__m512, bool)>) {
+    // SAFETY: per the contract; the K formats' d and dmin lie in the group's header.
+    unsafe {
+        if SUPER {
+            // (d · sc) and (dmin · m) per column, exact; the min term subtracts.
+            let dw = _mm512_mul_ps(halfs(group.add(g * 32)), bytes_u8(rec.add(g * 16)));
+            let mw = _mm512_mul_ps(
+                halfs(group.add(SCALES + g * 32)),
+                bytes_u8(rec.add(TILE + g * 16)),
+            );
+            (dw, Some((mw, true)))
+        } else {
+            // Q4_1's f16 mins follow its f16 scales; they add.
+            let dw = halfs(rec.add(g * 32));
+            let mw = (OFFSET == 0).then(|| (halfs(rec.add(SCALES + g * 32)), false));
+            (dw, mw)
+        }
+    }
+}
+
+/// Q6_K's unsigned operands of k-quads `p = 2hh + e` and `4 + p` of column group `g`
+/// (`hv`: the group's high-bit vector `hh`).
+///
+/// # Safety
+/// `q` Q6_K quants in a block record (`format.rs`); AVX-512 F/BW enabled by the caller.
+#[inline(always)]
+pub(super) unsafe fn q6_quads(
+    q: *const u8,
+    hv: __m512i,
+    g: usize,
+    hh: usize,
+    e: usize,
+) -> (__m512i, __m512i) {
+    // SAFETY: per the contract, vector (p, g) lies in the record.
+    unsafe {
+        let nib = _mm512_set1_epi8(0x0f);
+        let top = _mm512_set1_epi8(0x30);
+        let p = 2 * hh + e;
+        let v = _mm512_load_si512(q.add(p * 128 + g * 64).cast());
+        // High bits of the low nibbles at bits 4e, of the high ones at 4e + 2; both move
+        // to bits 4..6.
+        let (lo_h, hi_h) = if e == 0 {
+            (_mm512_slli_epi16::<4>(hv), _mm512_slli_epi16::<2>(hv))
+        } else {
+            (hv, _mm512_srli_epi16::<2>(hv))
+        };
+        let lo = _mm512_or_si512(_mm512_and_si512(v, nib), _mm512_and_si512(lo_h, top));
+        let hi = _mm512_or_si512(
+            _mm512_and_si512(_mm512_srli_epi16::<4>(v), nib),
+            _mm512_and_si512(hi_h, top),
+        );
+        (lo, hi)
+    }
+}
+
+/// Q6_K's high-bit vector `hh` of column group `g`.
+///
+/// # Safety
+/// As for `q6_quads`.
+#[inline(always)]
+pub(super) unsafe fn q6_high(q: *const u8, g: usize, hh: usize) -> __m512i {
+    // SAFETY: per the contract.
+    unsafe { _mm512_load_si512(q.add(NIBBLES + hh * 128 + g * 64).cast()) }
+}
+
+/// Q6_K's `d · sc_h` per column of group `g`, for the block's two 16-value halves, exact.
+///
+/// # Safety
+/// `rec` and `group` as `blocks` passes them; AVX-512 F enabled by the caller.
+#[inline(always)]
+pub(super) unsafe fn q6_scales(rec: *const u8, group: *const u8, g: usize) -> [__m512; 2] {
+    // SAFETY: per the contract; d lies in the group's header.
+    unsafe {
+        let d = halfs(group.add(g * 32));
+        [
+            _mm512_mul_ps(d, bytes_i8(rec.add(g * 16))),
+            _mm512_mul_ps(d, bytes_i8(rec.add(TILE + g * 16))),
+        ]
     }
 }
 
@@ -227,8 +364,6 @@ impl TileKernel for Q6K {
         // SAFETY: as for Nib; the high-bit vectors follow the nibbles in the record, d in
         // the group's header.
         unsafe {
-            let nib = _mm512_set1_epi8(0x0f);
-            let top = _mm512_set1_epi8(0x30);
             let mut acc = [[_mm512_setzero_ps(); 2]; R];
             blocks(job, t, |b, rec, group| {
                 let q = rec.add(SCALES);
@@ -239,25 +374,10 @@ impl TileKernel for Q6K {
                         [_mm512_set1_epi32(c[0]), _mm512_set1_epi32(c[1])]
                     });
                     for hh in 0..2 {
-                        let hv = _mm512_load_si512(q.add(NIBBLES + hh * 128 + g * 64).cast());
+                        let hv = q6_high(q, g, hh);
                         for e in 0..2 {
                             let p = 2 * hh + e;
-                            let v = _mm512_load_si512(q.add(p * 128 + g * 64).cast());
-                            // High bits of the low nibbles at bits 4e, of the high ones at
-                            // 4e + 2; both move to bits 4..6.
-                            let (lo_h, hi_h) = if e == 0 {
-                                (_mm512_slli_epi16::<4>(hv), _mm512_slli_epi16::<2>(hv))
-                            } else {
-                                (hv, _mm512_srli_epi16::<2>(hv))
-                            };
-                            let lo = _mm512_or_si512(
-                                _mm512_and_si512(v, nib),
-                                _mm512_and_si512(lo_h, top),
-                            );
-                            let hi = _mm512_or_si512(
-                                _mm512_and_si512(_mm512_srli_epi16::<4>(v), nib),
-                                _mm512_and_si512(hi_h, top),
-                            );
+                            let (lo, hi) = q6_quads(q, hv, g, hh, e);
                             for r in 0..R {
                                 let xa = _mm512_set1_epi32(quad(t.x[r].add(b * 32 + 4 * p)));
                                 let xb = _mm512_set1_epi32(quad(t.x[r].add(b * 32 + 16 + 4 * p)));
@@ -266,19 +386,9 @@ impl TileKernel for Q6K {
                             }
                         }
                     }
-                    // d · sc_h per column and half, exact.
-                    let d = halfs(group.add(g * 32));
-                    let dw = [
-                        _mm512_mul_ps(d, bytes_i8(rec.add(g * 16))),
-                        _mm512_mul_ps(d, bytes_i8(rec.add(TILE + g * 16))),
-                    ];
+                    let dw = q6_scales(rec, group, g);
                     for r in 0..R {
-                        let dx = _mm512_set1_ps((*t.m[r].add(b)).d);
-                        for h in 0..2 {
-                            let s = _mm512_mul_ps(dw[h], dx);
-                            let i = _mm512_cvtepi32_ps(isum[r][h]);
-                            acc[r][g] = _mm512_fmadd_ps(i, s, acc[r][g]);
-                        }
+                        q6_fold_row(&*t.m[r].add(b), dw, isum[r], &mut acc[r][g]);
                     }
                 }
             });
@@ -305,21 +415,79 @@ unsafe fn fold<const R: usize>(
     // SAFETY: per the contract.
     unsafe {
         for r in 0..R {
-            let m = &*t.m[r].add(b);
-            let dx = _mm512_set1_ps(m.d);
-            for g in 0..2 {
-                let s = _mm512_mul_ps(dw[g], dx);
-                acc[r][g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[r][g]), s, acc[r][g]);
-                match mw {
-                    Some((mw, false)) => {
-                        acc[r][g] = _mm512_fmadd_ps(mw[g], _mm512_set1_ps(m.sx), acc[r][g])
-                    }
-                    Some((mw, true)) => {
-                        acc[r][g] = _mm512_fnmadd_ps(mw[g], _mm512_set1_ps(m.sx), acc[r][g])
-                    }
-                    None => {}
-                }
-            }
+            fold_row(&*t.m[r].add(b), dw, mw, isum[r], &mut acc[r]);
+        }
+    }
+}
+
+/// `fold` for one row with block meta `m`.
+///
+/// # Safety
+/// AVX-512 F and FMA enabled by the caller.
+#[inline(always)]
+pub(super) unsafe fn fold_row(
+    m: &BlockMeta,
+    dw: [__m512; 2],
+    mw: Option<([__m512; 2], bool)>,
+    isum: [__m512i; 2],
+    acc: &mut [__m512; 2],
+) {
+    // SAFETY: per the contract.
+    unsafe {
+        for g in 0..2 {
+            fold_col(
+                m,
+                dw[g],
+                mw.map(|(mw, sub)| (mw[g], sub)),
+                isum[g],
+                &mut acc[g],
+            );
+        }
+    }
+}
+
+/// `fold` for one row and column group.
+///
+/// # Safety
+/// AVX-512 F and FMA enabled by the caller.
+#[inline(always)]
+pub(super) unsafe fn fold_col(
+    m: &BlockMeta,
+    dw: __m512,
+    mw: Option<(__m512, bool)>,
+    isum: __m512i,
+    acc: &mut __m512,
+) {
+    // SAFETY: per the contract.
+    unsafe {
+        let s = _mm512_mul_ps(dw, _mm512_set1_ps(m.d));
+        *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), s, *acc);
+        match mw {
+            Some((mw, false)) => *acc = _mm512_fmadd_ps(mw, _mm512_set1_ps(m.sx), *acc),
+            Some((mw, true)) => *acc = _mm512_fnmadd_ps(mw, _mm512_set1_ps(m.sx), *acc),
+            None => {}
+        }
+    }
+}
+
+/// Q6_K's float sequence for one row and column group at the end of a block: per half h,
+/// `acc = fma(isum_h, dw_h·dx, acc)`.
+///
+/// # Safety
+/// AVX-512 F and FMA enabled by the caller.
+#[inline(always)]
+pub(super) unsafe fn q6_fold_row(
+    m: &BlockMeta,
+    dw: [__m512; 2],
+    isum: [__m512i; 2],
+    acc: &mut __m512,
+) {
+    // SAFETY: per the contract.
+    unsafe {
+        let dx = _mm512_set1_ps(m.d);
+        for h in 0..2 {
+            let s = _mm512_mul_ps(dw[h], dx);
+            *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[h]), s, *acc);
         }
     }
 }

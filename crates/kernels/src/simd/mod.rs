@@ -16,6 +16,8 @@ use std::marker::PhantomData;
 use std::ops::Range;
 
 #[cfg(target_arch = "x86_64")]
+mod amx;
+#[cfg(target_arch = "x86_64")]
 mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
@@ -31,6 +33,16 @@ mod ymm;
 mod ymm_k;
 
 pub(crate) use quantize::quantize_rows;
+
+/// Whether this process may use AMX tiles (see `amx::usable`).
+pub(crate) fn amx_usable() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        amx::usable()
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
 
 /// Rows per pass over the weights. Bounds the activation working set (kept in L2 while
 /// the tiles stream by) for long prompts; speculation batches fit in one pass.
@@ -289,7 +301,9 @@ unsafe fn run_segment(isa: Isa, job: &Job, tiles: Range<usize>) {
     unsafe {
         match isa {
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx512Vnni => avx512::run(job, tiles),
+            Isa::Amx if job.rows >= amx::MIN_ROWS => amx::run(job, tiles),
+            #[cfg(target_arch = "x86_64")]
+            Isa::Amx | Isa::Avx512Vnni => avx512::run(job, tiles),
             #[cfg(target_arch = "x86_64")]
             Isa::AvxVnni => avxvnni::run(job, tiles),
             #[cfg(target_arch = "x86_64")]

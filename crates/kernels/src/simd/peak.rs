@@ -15,7 +15,8 @@ pub(crate) struct Probe {
     pub check: i64,
 }
 
-/// `iters` × CHAINS of the int8 dot-product step of `isa`'s matmul kernels: `vpdpbusd`
+/// `iters` × CHAINS of the int8 dot-product step of `isa`'s matmul kernels: AMX's
+/// `tdpbsud` of full tiles (16,384 multiply-adds; 4 per iteration), `vpdpbusd`
 /// zmm (64 u8×i8 multiply-adds), `vpdpbusd` ymm (32), AVX2's `vpmaddubsw` + `vpmaddwd` +
 /// `vpaddd` (32), or portable integer code.
 pub(crate) fn int8(isa: Isa, iters: usize) -> Probe {
@@ -23,6 +24,9 @@ pub(crate) fn int8(isa: Isa, iters: usize) -> Probe {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: the ISA was checked available when the executor was built.
         Isa::Avx512Vnni => unsafe { x86::vnni512(iters) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as above.
+        Isa::Amx => unsafe { super::amx::peak(iters) },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as above.
         Isa::AvxVnni => unsafe { x86::vnni256(iters) },
@@ -39,7 +43,7 @@ pub(crate) fn f32_fma(isa: Isa, iters: usize) -> Probe {
     match isa {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as in `int8`.
-        Isa::Avx512Vnni => unsafe { x86::fma512(iters) },
+        Isa::Amx | Isa::Avx512Vnni => unsafe { x86::fma512(iters) },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as in `int8`.
         Isa::AvxVnni | Isa::Avx2 => unsafe { x86::fma256(iters) },
@@ -53,7 +57,7 @@ pub(crate) fn read(isa: Isa, words: &[u64]) -> u64 {
     match isa {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as in `int8`.
-        Isa::Avx512Vnni => unsafe { x86::read512(words) },
+        Isa::Amx | Isa::Avx512Vnni => unsafe { x86::read512(words) },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as in `int8`.
         Isa::AvxVnni | Isa::Avx2 => unsafe { x86::read256(words) },

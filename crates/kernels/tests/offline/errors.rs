@@ -126,7 +126,13 @@ fn isa_selection() {
     let avail = Isa::available();
     assert_eq!(avail.last(), Some(&Isa::Scalar));
     assert_eq!(avail[0], Isa::detect());
-    for isa in [Isa::Avx512Vnni, Isa::AvxVnni, Isa::Avx2, Isa::Scalar] {
+    for isa in [
+        Isa::Amx,
+        Isa::Avx512Vnni,
+        Isa::AvxVnni,
+        Isa::Avx2,
+        Isa::Scalar,
+    ] {
         let r = Executor::with_isa(2, isa);
         if isa.is_available() {
             let e = r.unwrap();

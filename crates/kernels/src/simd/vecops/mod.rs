@@ -38,7 +38,7 @@ impl VecOps {
             // this serves the other shapes, on AVX2 (which every AVX-512 ISA here has).
             #[cfg(target_arch = "x86_64")]
             // SAFETY: an executor only holds an Isa that `is_available()` confirmed, and each of these implies AVX2; every row slice is in bounds.
-            Isa::Avx512Vnni | Isa::AvxVnni | Isa::Avx2 => unsafe {
+            Isa::Amx | Isa::Avx512Vnni | Isa::AvxVnni | Isa::Avx2 => unsafe {
                 x86::axpy_rows_avx2(w, rows, stride, y)
             },
             _ => {
@@ -57,7 +57,7 @@ impl VecOps {
         match self.isa {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: an executor only holds an Isa that `is_available()` confirmed.
-            Isa::Avx512Vnni => unsafe { x86::scale_max_avx512(x, scale) },
+            Isa::Amx | Isa::Avx512Vnni => unsafe { x86::scale_max_avx512(x, scale) },
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above; every AVX2 ISA here has AVX2.
             Isa::AvxVnni | Isa::Avx2 => unsafe { x86::scale_max_avx2(x, scale) },
@@ -73,7 +73,7 @@ impl VecOps {
         match self.isa {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: an executor only holds an Isa that `is_available()` confirmed.
-            Isa::Avx512Vnni => unsafe { x86::exp_sum_avx512(x, max) },
+            Isa::Amx | Isa::Avx512Vnni => unsafe { x86::exp_sum_avx512(x, max) },
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above.
             Isa::AvxVnni | Isa::Avx2 => unsafe { x86::exp_sum_avx2(x, max) },
@@ -114,7 +114,7 @@ impl VecOps {
         match self.isa {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: an executor only holds an Isa that `is_available()` confirmed; bounds were asserted above.
-            Isa::Avx512Vnni => unsafe {
+            Isa::Amx | Isa::Avx512Vnni => unsafe {
                 x86::dot_t_avx512(qs, m, hd, kt, stride, n, out, out_stride)
             },
             #[cfg(target_arch = "x86_64")]
@@ -163,17 +163,17 @@ impl VecOps {
         match self.isa {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: an executor only holds an Isa that `is_available()` confirmed; bounds were asserted above.
-            Isa::Avx512Vnni if d == 64 => unsafe {
+            Isa::Amx | Isa::Avx512Vnni if d == 64 => unsafe {
                 x86::weighted_sum_avx512::<4>(ws, w_stride, m, values, v_stride, n, out)
             },
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above.
-            Isa::Avx512Vnni if d == 32 => unsafe {
+            Isa::Amx | Isa::Avx512Vnni if d == 32 => unsafe {
                 x86::weighted_sum_avx512::<2>(ws, w_stride, m, values, v_stride, n, out)
             },
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above.
-            Isa::Avx512Vnni if d == 128 => unsafe {
+            Isa::Amx | Isa::Avx512Vnni if d == 128 => unsafe {
                 x86::weighted_sum_avx512::<8>(ws, w_stride, m, values, v_stride, n, out)
             },
             _ => {
@@ -199,7 +199,7 @@ impl VecOps {
         match self.isa {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: an executor only holds an Isa that `is_available()` confirmed.
-            Isa::Avx512Vnni => unsafe { x86::gated_avx512::<GELU>(gate, up, out) },
+            Isa::Amx | Isa::Avx512Vnni => unsafe { x86::gated_avx512::<GELU>(gate, up, out) },
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above.
             Isa::AvxVnni | Isa::Avx2 => unsafe { x86::gated_avx2::<GELU>(gate, up, out) },
