@@ -21,7 +21,7 @@
 use super::avx512::{
     fifth_bits, fold_row, halfs, nib_quads, nib_scales, q6_fold_row, q6_high, q6_quads, q6_scales,
 };
-use super::{prefetch, Job, Prefetch};
+use super::{prefetch, tile_and_next, Job, Prefetch};
 use crate::format::{BlockMeta, WeightFormat, QK, SCALES, TILE};
 use std::arch::asm;
 use std::arch::x86_64::*;
@@ -135,7 +135,6 @@ type Operands = [(*const u8, usize); 2];
 /// available, and the contract of `drive`.
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni,fma")]
 pub(super) unsafe fn run(job: &Job, tiles: Range<usize>) {
-    let tile_bytes = job.kb * job.rec;
     let mut r0 = 0;
     while r0 < job.rows {
         let r_end = (r0 + ROW_CHUNK).min(job.rows);
@@ -143,14 +142,7 @@ pub(super) unsafe fn run(job: &Job, tiles: Range<usize>) {
         let groups = (r_end - r0).div_ceil(TILE_ROWS);
         let mut loaded = 0;
         for t in tiles.clone() {
-            // SAFETY: tile t < n_tiles, so its records are inside the buffer.
-            let w = unsafe { job.w.add(t * tile_bytes) };
-            let next = if t + 1 < job.n_tiles {
-                // SAFETY: as above, for tile t + 1.
-                unsafe { w.add(tile_bytes) }
-            } else {
-                std::ptr::null()
-            };
+            let (w, next) = tile_and_next(job, t);
             if job.format != WeightFormat::Q6_K
                 && groups > 1
                 && (r_end - r0).is_multiple_of(TILE_ROWS)
@@ -257,7 +249,10 @@ trait Shape {
         stride: usize,
         b: Operands,
         sums: &mut [Sums; 4],
-    );
+    ) {
+        // SAFETY: forwarded; the nibble formats' and Q8_0's products (Q6_K has its own).
+        unsafe { dot_block::<SLOT>(x, stride, b, sums) }
+    }
 
     /// The block's float sequence for rows 0..N (`meta`: row 0's block meta, rows `kb`
     /// apart; rows from `rows` on repeat the last row's meta, and their results are
@@ -335,17 +330,6 @@ impl Shape for Q8 {
     }
 
     #[inline(always)]
-    unsafe fn dot<const SLOT: usize>(
-        x: *const i8,
-        stride: usize,
-        b: Operands,
-        sums: &mut [Sums; 4],
-    ) {
-        // SAFETY: forwarded.
-        unsafe { dot_block::<SLOT>(x, stride, b, sums) }
-    }
-
-    #[inline(always)]
     unsafe fn fold<const N: usize>(
         rec: *const u8,
         _: *const u8,
@@ -389,17 +373,6 @@ impl<const OFFSET: i32, const FIFTH: bool, const SUPER: bool> Shape for Nib<OFFS
                 (quads[1].0.as_ptr().cast(), 64),
             ]
         }
-    }
-
-    #[inline(always)]
-    unsafe fn dot<const SLOT: usize>(
-        x: *const i8,
-        stride: usize,
-        b: Operands,
-        sums: &mut [Sums; 4],
-    ) {
-        // SAFETY: forwarded.
-        unsafe { dot_block::<SLOT>(x, stride, b, sums) }
     }
 
     #[inline(always)]

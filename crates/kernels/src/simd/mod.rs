@@ -200,21 +200,11 @@ pub(crate) trait TileKernel {
 /// no other thread may write the columns of `tiles`, and K's ISA must be available.
 #[inline(always)]
 pub(crate) unsafe fn drive<K: TileKernel>(job: &Job, tiles: Range<usize>) {
-    let tile_bytes = job.kb * job.rec;
     let mut r0 = 0;
     while r0 < job.rows {
         let r_end = (r0 + ROW_CHUNK).min(job.rows);
         for t in tiles.clone() {
-            // SAFETY: tile t < n_tiles, so both tiles' records are inside the buffer.
-            let w = unsafe { job.w.add(t * tile_bytes) };
-            // The next tile, even past this share: it is most likely the next one this
-            // thread computes.
-            let next = if t + 1 < job.n_tiles {
-                // SAFETY: tile t + 1 < n_tiles, so its first record is inside the buffer.
-                unsafe { w.add(tile_bytes) }
-            } else {
-                std::ptr::null()
-            };
+            let (w, next) = tile_and_next(job, t);
             let valid = (job.n - t * TILE).min(TILE);
             let groups = (r_end - r0).div_ceil(K::ROWS);
             let mut r = r0;
@@ -246,6 +236,21 @@ pub(crate) unsafe fn drive<K: TileKernel>(job: &Job, tiles: Range<usize>) {
         }
         r0 = r_end;
     }
+}
+
+/// Tile t's first record, and the next tile's (to prefetch: even past this thread's
+/// share, it is most likely the next one this thread computes; null after the last).
+#[inline(always)]
+pub(crate) fn tile_and_next(job: &Job, t: usize) -> (*const u8, *const u8) {
+    let tile_bytes = job.kb * job.rec;
+    // Pointer arithmetic only: tiles t and t + 1 (when it exists) lie inside the buffer.
+    let w = job.w.wrapping_add(t * tile_bytes);
+    let next = if t + 1 < job.n_tiles {
+        w.wrapping_add(tile_bytes)
+    } else {
+        std::ptr::null()
+    };
+    (w, next)
 }
 
 /// The micro-kernel arguments for rows r..r+R of tile t.
