@@ -141,47 +141,15 @@ pub(super) unsafe fn run(job: &Job, tiles: Range<usize>) {
         // Rows split evenly into groups of at most 16 (20 rows as 10 + 10).
         let groups = (r_end - r0).div_ceil(TILE_ROWS);
         let mut loaded = 0;
+        // Groups of equal size share each block's unpacked operands in one call; otherwise
+        // (sizes differing by one) each group is a call of its own.
+        let equal = (r_end - r0).is_multiple_of(groups);
+        let (calls, per_call) = if equal { (1, groups) } else { (groups, 1) };
         for t in tiles.clone() {
             let (w, next) = tile_and_next(job, t);
-            if job.format != WeightFormat::Q6_K
-                && groups > 1
-                && (r_end - r0).is_multiple_of(TILE_ROWS)
-            {
-                if loaded != TILE_ROWS {
-                    let cfg = config(job.format, TILE_ROWS);
-                    // SAFETY: as below.
-                    unsafe { asm!("ldtilecfg [{}]", in(reg) &cfg, options(nostack)) };
-                    loaded = TILE_ROWS;
-                }
-                let at = At {
-                    w,
-                    pf: Prefetch {
-                        base: next,
-                        first_line: 0,
-                        line_step: 1,
-                    },
-                    t,
-                    r: r0,
-                    rows: r_end - r0,
-                };
-                // SAFETY: rows r0..r_end exist, tile t is in the matrix, the tiles are
-                // configured for 16 rows.
-                unsafe {
-                    match job.format {
-                        WeightFormat::Q8_0 => tile_groups::<Q8>(job, &at),
-                        WeightFormat::Q4_0 => tile_groups::<Nib<1, false, false>>(job, &at),
-                        WeightFormat::Q4_1 => tile_groups::<Nib<0, false, false>>(job, &at),
-                        WeightFormat::Q5_0 => tile_groups::<Nib<2, true, false>>(job, &at),
-                        WeightFormat::Q4_K => tile_groups::<Nib<0, false, true>>(job, &at),
-                        WeightFormat::Q5_K => tile_groups::<Nib<0, true, true>>(job, &at),
-                        WeightFormat::Q6_K => unreachable!("Q6_K takes its groups one by one"),
-                    }
-                }
-                continue;
-            }
             let mut r = r0;
-            for group in 0..groups {
-                let rows = (r_end - r).div_ceil(groups - group);
+            for call in 0..calls {
+                let rows = (r_end - r).div_ceil((calls - call) * per_call);
                 if rows != loaded {
                     let cfg = config(job.format, rows);
                     // SAFETY: a valid palette-1 configuration; AMX usable per the contract.
@@ -192,15 +160,16 @@ pub(super) unsafe fn run(job: &Job, tiles: Range<usize>) {
                     w,
                     pf: Prefetch {
                         base: next,
-                        first_line: group,
-                        line_step: groups,
+                        first_line: call,
+                        line_step: calls,
                     },
                     t,
                     r,
                     rows,
+                    groups: per_call,
                 };
-                // SAFETY: rows r..r + rows exist, tile t is in the matrix, the tiles are
-                // configured for `rows`.
+                // SAFETY: rows r..r + rows · per_call exist, tile t is in the matrix, the
+                // tiles are configured for `rows`.
                 unsafe {
                     match job.format {
                         WeightFormat::Q8_0 => tile::<Q8>(job, &at),
@@ -212,7 +181,7 @@ pub(super) unsafe fn run(job: &Job, tiles: Range<usize>) {
                         WeightFormat::Q6_K => tile::<Q6K>(job, &at),
                     }
                 }
-                r += rows;
+                r += rows * per_call;
             }
         }
         r0 = r_end;
@@ -221,13 +190,15 @@ pub(super) unsafe fn run(job: &Job, tiles: Range<usize>) {
     unsafe { asm!("tilerelease", options(nostack, nomem)) };
 }
 
-/// One call: rows r..r + rows of tile t (first record `w`).
+/// One call: `groups` row groups of `rows` rows each from row r, of tile t (first record
+/// `w`).
 struct At {
     w: *const u8,
     pf: Prefetch,
     t: usize,
     r: usize,
     rows: usize,
+    groups: usize,
 }
 
 /// What a format does per block.
@@ -548,8 +519,8 @@ impl Walk {
     }
 }
 
-/// A row group × one tile: per block, multiply, fold its sums, and unpack the B operands
-/// of the block LEAD ahead; the next block's products go to the other A and C tiles.
+/// Row groups × one tile: per block, multiply each group and fold its sums, then unpack
+/// the B operands of the block LEAD ahead (once for all the groups).
 ///
 /// The vector unit and the tiles hand data over through memory both ways. B operands are
 /// stored LEAD steps before a tile loads them (see `LEAD`); sums are folded in the step
@@ -570,7 +541,8 @@ unsafe fn tile<S: Shape>(job: &Job, at: &At) {
     }
 }
 
-/// `tile` with N accumulator rows (N ≥ `at.rows`).
+/// `tile` with N accumulator rows per group (N ≥ `at.rows`). Consecutive products
+/// alternate between the two sets of A and C tiles.
 ///
 /// # Safety
 /// As for `tile`.
@@ -579,8 +551,6 @@ unsafe fn tile_n<S: Shape, const N: usize>(job: &Job, at: &At) {
     // SAFETY: blocks as `Walk` gives them, kb of them; rows inside the job.
     unsafe {
         let kb = job.kb;
-        let x0 = job.xq.add(at.r * job.k);
-        let meta0 = job.meta.add(at.r * kb);
         let mut quads: [[Quads; 2]; RING] = std::array::from_fn(|_| {
             [
                 Quads([_mm512_setzero_si512(); 8]),
@@ -589,8 +559,9 @@ unsafe fn tile_n<S: Shape, const N: usize>(job: &Job, at: &At) {
         });
         let mut ops: [Operands; RING] = [[(std::ptr::null(), 0); 2]; RING];
         let mut recs = [(std::ptr::null(), std::ptr::null()); RING];
-        let mut sums: [Sums; 4] = std::array::from_fn(|_| Sums::new());
-        let mut acc = [[_mm512_setzero_ps(); 2]; N];
+        let mut sums: [[Sums; 4]; 2] =
+            std::array::from_fn(|_| std::array::from_fn(|_| Sums::new()));
+        let mut acc = [[[_mm512_setzero_ps(); 2]; N]; ROW_CHUNK / TILE_ROWS];
         let mut walk = Walk::new(job.format, at.w);
         for j in 0..LEAD.min(kb) {
             recs[j] = walk.next();
@@ -598,75 +569,27 @@ unsafe fn tile_n<S: Shape, const N: usize>(job: &Job, at: &At) {
         }
         for b in 0..kb {
             prefetch(&at.pf, b * job.rec, job.rec);
-            let x = x0.add(b * QK);
-            if b % 2 == 0 {
-                S::dot::<0>(x, job.k, ops[b % RING], &mut sums);
-            } else {
-                S::dot::<1>(x, job.k, ops[b % RING], &mut sums);
+            let ((rec, group), op) = (recs[b % RING], ops[b % RING]);
+            for gi in 0..at.groups {
+                let r = at.r + gi * at.rows;
+                let x = job.xq.add(r * job.k + b * QK);
+                let slot = (b * at.groups + gi) % 2;
+                if slot == 0 {
+                    S::dot::<0>(x, job.k, op, &mut sums[0]);
+                } else {
+                    S::dot::<1>(x, job.k, op, &mut sums[1]);
+                }
+                let meta = (job.meta.add(r * kb + b), kb, at.rows);
+                S::fold::<N>(rec, group, meta, &sums[slot], &mut acc[gi]);
             }
-            let (rec, group) = recs[b % RING];
-            S::fold::<N>(rec, group, (meta0.add(b), kb, at.rows), &sums, &mut acc);
             if b + LEAD < kb {
                 let j = (b + LEAD) % RING;
                 recs[j] = walk.next();
                 ops[j] = S::operands(recs[j].0, &mut quads[j]);
             }
         }
-        store_rows(job, at.t, at.r, at.rows, &acc);
-    }
-}
-
-/// Rows r..r + rows of tile t in whole groups of 16 (2 to 4 of them), each block's B
-/// operands unpacked once for all groups (a nibble format or Q8_0: Q6_K's blocks use
-/// every tile register).
-///
-/// # Safety
-/// As for `run`, with `at.rows` a multiple of 16 up to 64 and the tiles configured for 16
-/// rows of this format.
-#[inline(always)]
-unsafe fn tile_groups<S: Shape>(job: &Job, at: &At) {
-    // SAFETY: blocks as `Walk` gives them, kb of them; rows inside the job.
-    unsafe {
-        let kb = job.kb;
-        let groups = at.rows / TILE_ROWS;
-        let mut quads: [[Quads; 2]; RING] = std::array::from_fn(|_| {
-            [
-                Quads([_mm512_setzero_si512(); 8]),
-                Quads([_mm512_setzero_si512(); 8]),
-            ]
-        });
-        let mut opss: [Operands; RING] = [[(std::ptr::null(), 0); 2]; RING];
-        let mut recs = [(std::ptr::null(), std::ptr::null()); RING];
-        let mut sums: [[Sums; 4]; 2] =
-            std::array::from_fn(|_| std::array::from_fn(|_| Sums::new()));
-        let mut acc = [[[_mm512_setzero_ps(); 2]; TILE_ROWS]; ROW_CHUNK / TILE_ROWS];
-        let mut walk = Walk::new(job.format, at.w);
-        for j in 0..LEAD.min(kb) {
-            recs[j] = walk.next();
-            opss[j] = S::operands(recs[j].0, &mut quads[j]);
-        }
-        for b in 0..kb {
-            prefetch(&at.pf, b * job.rec, job.rec);
-            let ((rec, group), ops) = (recs[b % RING], opss[b % RING]);
-            for gi in 0..groups {
-                let r = at.r + gi * TILE_ROWS;
-                let x = job.xq.add(r * job.k + b * QK);
-                if gi % 2 == 0 {
-                    S::dot::<0>(x, job.k, ops, &mut sums[0]);
-                } else {
-                    S::dot::<1>(x, job.k, ops, &mut sums[1]);
-                }
-                let meta = (job.meta.add(r * kb + b), kb, TILE_ROWS);
-                S::fold::<TILE_ROWS>(rec, group, meta, &sums[gi % 2], &mut acc[gi]);
-            }
-            if b + LEAD < kb {
-                let j = (b + LEAD) % RING;
-                recs[j] = walk.next();
-                opss[j] = S::operands(recs[j].0, &mut quads[j]);
-            }
-        }
-        for gi in 0..groups {
-            store_rows(job, at.t, at.r + gi * TILE_ROWS, TILE_ROWS, &acc[gi]);
+        for gi in 0..at.groups {
+            store_rows(job, at.t, at.r + gi * at.rows, at.rows, &acc[gi]);
         }
     }
 }

@@ -197,7 +197,7 @@ pub(super) unsafe fn fifth_bits<const FIFTH: bool>(q: *const u8) -> [__m512i; 2]
 
 /// The unsigned operands of k-quads `p` (k = 4p..4p+4, the low nibbles) and `4 + p`
 /// (k = 16+4p..16+4p+4, the high ones) of both column groups, the fifth bits `h`
-/// (`fifth_bits`) merged in.
+/// (`fifth_bits`) merged in: bits p and 4 + p of each byte move to bit 4.
 ///
 /// # Safety
 /// As for `fifth_bits`; AVX-512 F/BW enabled by the caller.
@@ -207,36 +207,23 @@ pub(super) unsafe fn nib_quads<const FIFTH: bool>(
     h: [__m512i; 2],
     p: usize,
 ) -> ([__m512i; 2], [__m512i; 2]) {
-    // SAFETY: per the contract.
-    unsafe {
-        let (lo0, hi0) = nib_half::<FIFTH>(q, h[0], p, 0);
-        let (lo1, hi1) = nib_half::<FIFTH>(q, h[1], p, 1);
-        ([lo0, lo1], [hi0, hi1])
-    }
-}
-
-/// `nib_quads` for column group `g` alone (`h`: its fifth-bit vector): bits p and 4 + p
-/// of each byte of `h` move to bit 4.
-///
-/// # Safety
-/// As for `nib_quads`.
-#[inline(always)]
-pub(super) unsafe fn nib_half<const FIFTH: bool>(
-    q: *const u8,
-    h: __m512i,
-    p: usize,
-    g: usize,
-) -> (__m512i, __m512i) {
-    // SAFETY: per the contract, vector (p, g) lies in the record.
+    // SAFETY: per the contract, vectors (p, 0) and (p, 1) lie in the record.
     unsafe {
         let nib = _mm512_set1_epi8(0x0f);
-        let v = _mm512_load_si512(q.add(p * 128 + g * 64).cast());
-        let mut lo = _mm512_and_si512(v, nib);
-        let mut hi = _mm512_and_si512(_mm512_srli_epi16::<4>(v), nib);
+        let fifth = _mm512_set1_epi8(0x10);
+        let v = [
+            _mm512_load_si512(q.add(p * 128).cast()),
+            _mm512_load_si512(q.add(p * 128 + 64).cast()),
+        ];
+        let mut lo = v.map(|v| _mm512_and_si512(v, nib));
+        let mut hi = v.map(|v| _mm512_and_si512(_mm512_srli_epi16::<4>(v), nib));
         if FIFTH {
-            let fifth = _mm512_set1_epi8(0x10);
-            lo = _mm512_or_si512(lo, _mm512_and_si512(shift16(h, 4 - p as i32), fifth));
-            hi = _mm512_or_si512(hi, _mm512_and_si512(shift16(h, -(p as i32)), fifth));
+            for g in 0..2 {
+                let lo_h = _mm512_and_si512(shift16(h[g], 4 - p as i32), fifth);
+                let hi_h = _mm512_and_si512(shift16(h[g], -(p as i32)), fifth);
+                lo[g] = _mm512_or_si512(lo[g], lo_h);
+                hi[g] = _mm512_or_si512(hi[g], hi_h);
+            }
         }
         (lo, hi)
     }
@@ -252,42 +239,26 @@ pub(super) unsafe fn nib_scales<const OFFSET: i32, const SUPER: bool>(
     rec: *const u8,
     group: *const u8,
 ) -> ([__m512; 2], Option<([__m512; 2], bool)>) {
-    // SAFETY: per the contract.
-    unsafe {
-        let (dw0, mw0) = nib_scale::<OFFSET, SUPER>(rec, group, 0);
-        let (dw1, mw1) = nib_scale::<OFFSET, SUPER>(rec, group, 1);
-        let mw = match (mw0, mw1) {
-            (Some((m0, sub)), Some((m1, _))) => Some(([m0, m1], sub)),
-            _ => None,
-        };
-        ([dw0, dw1], mw)
-    }
-}
-
-/// `nib_scales` for column group `g` alone.
-///
-/// # Safety
-/// As for `nib_scales`.
-#[inline(always)]
-pub(super) unsafe fn nib_scale<const OFFSET: i32, const SUPER: bool>(
-    rec: *const u8,
-    group: *const u8,
-    g: usize,
-) -> (__m512, Option<(__m512, bool)>) {
     // SAFETY: per the contract; the K formats' d and dmin lie in the group's header.
     unsafe {
         if SUPER {
             // (d · sc) and (dmin · m) per column, exact; the min term subtracts.
-            let dw = _mm512_mul_ps(halfs(group.add(g * 32)), bytes_u8(rec.add(g * 16)));
-            let mw = _mm512_mul_ps(
-                halfs(group.add(SCALES + g * 32)),
-                bytes_u8(rec.add(TILE + g * 16)),
-            );
+            let dw =
+                [0, 1].map(|g| _mm512_mul_ps(halfs(group.add(g * 32)), bytes_u8(rec.add(g * 16))));
+            let mw = [0, 1].map(|g| {
+                _mm512_mul_ps(
+                    halfs(group.add(SCALES + g * 32)),
+                    bytes_u8(rec.add(TILE + g * 16)),
+                )
+            });
             (dw, Some((mw, true)))
         } else {
             // Q4_1's f16 mins follow its f16 scales; they add.
-            let dw = halfs(rec.add(g * 32));
-            let mw = (OFFSET == 0).then(|| (halfs(rec.add(SCALES + g * 32)), false));
+            let dw = [halfs(rec), halfs(rec.add(32))];
+            let mw = (OFFSET == 0).then(|| {
+                let mw = [halfs(rec.add(SCALES)), halfs(rec.add(SCALES + 32))];
+                (mw, false)
+            });
             (dw, mw)
         }
     }
@@ -434,38 +405,15 @@ pub(super) unsafe fn fold_row(
 ) {
     // SAFETY: per the contract.
     unsafe {
+        let dx = _mm512_set1_ps(m.d);
         for g in 0..2 {
-            fold_col(
-                m,
-                dw[g],
-                mw.map(|(mw, sub)| (mw[g], sub)),
-                isum[g],
-                &mut acc[g],
-            );
-        }
-    }
-}
-
-/// `fold` for one row and column group.
-///
-/// # Safety
-/// AVX-512 F and FMA enabled by the caller.
-#[inline(always)]
-pub(super) unsafe fn fold_col(
-    m: &BlockMeta,
-    dw: __m512,
-    mw: Option<(__m512, bool)>,
-    isum: __m512i,
-    acc: &mut __m512,
-) {
-    // SAFETY: per the contract.
-    unsafe {
-        let s = _mm512_mul_ps(dw, _mm512_set1_ps(m.d));
-        *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), s, *acc);
-        match mw {
-            Some((mw, false)) => *acc = _mm512_fmadd_ps(mw, _mm512_set1_ps(m.sx), *acc),
-            Some((mw, true)) => *acc = _mm512_fnmadd_ps(mw, _mm512_set1_ps(m.sx), *acc),
-            None => {}
+            let s = _mm512_mul_ps(dw[g], dx);
+            acc[g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[g]), s, acc[g]);
+            match mw {
+                Some((mw, false)) => acc[g] = _mm512_fmadd_ps(mw[g], _mm512_set1_ps(m.sx), acc[g]),
+                Some((mw, true)) => acc[g] = _mm512_fnmadd_ps(mw[g], _mm512_set1_ps(m.sx), acc[g]),
+                None => {}
+            }
         }
     }
 }
