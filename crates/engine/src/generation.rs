@@ -287,24 +287,26 @@ impl<'a> Generation<'a> {
     /// members of the batch put in it and the pending rows of the later ones (see
     /// [`Generation::decode_row`]), so drafts are sized for the batch's throughput.
     pub(crate) fn plan(&mut self, cost: &CostModel, load: &mut BatchLoad) -> Option<StepInput> {
-        if self.finish.is_some() {
-            return None;
-        }
-        // Prompt tokens in the cache: reused ones, then each committed prefill chunk.
-        let prefilled = self.seq.len();
-        if self.prefill_time.is_none() && prefilled == self.head().len() {
-            self.prefill_done();
-        }
-        if self.prefill_time.is_none() {
+        // The same test that counted this step's pending row in advance.
+        let Some(ctx) = self.decode_row() else {
+            if self.finish.is_some() {
+                return None;
+            }
+            // Prompt tokens in the cache: reused ones, then each committed prefill chunk.
+            let prefilled = self.seq.len();
             let end = (prefilled + PREFILL_CHUNK).min(self.head().len());
             let nodes = Node::chain(&self.head()[prefilled..end]);
             load.rows += nodes.len();
             load.ctx_sum += nodes.len() * (prefilled + nodes.len() / 2);
             return Some(StepInput::Prefill(nodes));
+        };
+        if self.prefill_time.is_none() {
+            // The whole prompt is in the cache.
+            self.prefill_done();
         }
         // This step's pending row was counted in advance; the trim below adds it again
         // with the drafts it keeps.
-        load.take_back_row(self.seq.len());
+        load.take_back_row(ctx);
         let remaining = self.req.max_tokens - self.tokens().len();
         let room = self.seq.max_len() - self.seq.len();
         let cap = self.policy.cap(remaining).min(room.saturating_sub(1));

@@ -19,7 +19,7 @@ pub use rows::{Divergence, HistorySize, RecordRow, SummaryRow};
 
 use crate::cost::{cost_curve, CostCurve};
 use crate::BenchError;
-pub(crate) use rows::record_floor;
+pub(crate) use rows::{decode_secs, decode_tps, record_floor};
 use rows::{history_sizes, median_rep, progress, record_row, summarize, Row};
 
 /// Each method drafts from a pool of its own, so no method sees an answer another method

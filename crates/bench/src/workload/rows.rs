@@ -198,10 +198,6 @@ pub(crate) fn record_row(
     out: &GenerateOutput,
     first_divergence: Option<Divergence>,
 ) -> RecordRow {
-    let tps = |o: &GenerateOutput| {
-        let decode_s = (o.elapsed.saturating_sub(o.prefill_time)).as_secs_f64();
-        o.completion_tokens as f64 / decode_s.max(1e-9)
-    };
     RecordRow {
         id: r.id.clone(),
         class: r.class,
@@ -211,9 +207,9 @@ pub(crate) fn record_row(
         completion_tokens: out.completion_tokens,
         elapsed_ms: out.elapsed.as_secs_f64() * 1e3,
         prefill_ms: out.prefill_time.as_secs_f64() * 1e3,
-        decode_ms: out.elapsed.saturating_sub(out.prefill_time).as_secs_f64() * 1e3,
-        tokens_per_second: tps(out),
-        tokens_per_second_range: span(reps.iter().map(tps)),
+        decode_ms: decode_secs(out) * 1e3,
+        tokens_per_second: decode_tps(out),
+        tokens_per_second_range: span(reps.iter().map(decode_tps)),
         repeats: reps.len(),
         speedup_vs_none: 1.0,
         modeled_decode_ms: curve.steps_ms(&out.spec.steps_by_size),
@@ -326,6 +322,16 @@ pub(crate) fn history_sizes(
 
 /// The per-record floor of `speedups`: the lowest, and how many are below 0.95x (a method
 /// may win on average and still lose on some records).
+/// An output's decode seconds (prefill excluded).
+pub(crate) fn decode_secs(o: &GenerateOutput) -> f64 {
+    o.elapsed.saturating_sub(o.prefill_time).as_secs_f64()
+}
+
+/// An output's completion tokens per decode second.
+pub(crate) fn decode_tps(o: &GenerateOutput) -> f64 {
+    o.completion_tokens as f64 / decode_secs(o).max(1e-9)
+}
+
 pub(crate) fn record_floor(speedups: impl Iterator<Item = f64>) -> (f64, usize) {
     speedups.fold((f64::INFINITY, 0), |(lo, below), v| {
         (lo.min(v), below + usize::from(v < 0.95))
