@@ -10,7 +10,8 @@ use specdec_tokenizer::Tokenizer;
 
 use crate::BenchError;
 
-const SIZES: [usize; 7] = [1, 2, 4, 8, 16, 32, 64];
+/// The node counts a cost curve is measured at unless the caller names others.
+pub const SIZES: [usize; 7] = [1, 2, 4, 8, 16, 32, 64];
 /// Untimed forwards of the same size before each timed one. Decoding runs forwards of
 /// similar sizes back to back; a forward timed right after a much larger one is slower
 /// (about 10% at n = 1 after n = 64 here), which made the curve look flatter than what
@@ -31,12 +32,29 @@ pub fn cost_curve(
     repeats: usize,
     prefix: usize,
 ) -> Result<CostCurve, BenchError> {
-    let max = *SIZES.last().expect("sizes");
+    cost_curve_at(model, tokenizer, repeats, prefix, &SIZES)
+}
+
+/// [`cost_curve`] at the node counts `sizes` (ascending, starting at 1, so that ratios
+/// to one node can be read off it).
+pub fn cost_curve_at(
+    model: &dyn Target,
+    tokenizer: &Tokenizer,
+    repeats: usize,
+    prefix: usize,
+    sizes: &[usize],
+) -> Result<CostCurve, BenchError> {
+    if sizes.first() != Some(&1) || !sizes.windows(2).all(|w| w[0] < w[1]) {
+        return Err(BenchError::Setup(format!(
+            "node counts must ascend from 1, got {sizes:?}"
+        )));
+    }
+    let max = *sizes.last().expect("sizes");
     let (mut seq, tokens) = prefilled(model, tokenizer, prefix, max)?;
-    let mut times = vec![Vec::new(); SIZES.len()];
+    let mut times = vec![Vec::new(); sizes.len()];
     // One untimed round warms caches and the thread pool.
     for round in 0..repeats.max(1) + 1 {
-        for (i, &n) in SIZES.iter().enumerate() {
+        for (i, &n) in sizes.iter().enumerate() {
             let nodes = Node::chain(&tokens[prefix..prefix + n]);
             for settle in (0..=SETTLE).rev() {
                 let t = Instant::now();
@@ -52,7 +70,7 @@ pub fn cost_curve(
         }
     }
     Ok(CostCurve(
-        SIZES
+        sizes
             .iter()
             .zip(times)
             .map(|(&n, t)| (n, median(t)))

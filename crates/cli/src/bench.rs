@@ -11,7 +11,7 @@ use crate::draft_args::DraftArgs;
 use crate::sampling_args::SamplingArgs;
 use crate::verify_args::VerifyArgs;
 use crate::workload::ForcedField;
-use specdec_bench::cost::cost_curve;
+use specdec_bench::cost::cost_curve_at;
 use specdec_engine::DraftMethod;
 
 #[derive(Args, Debug)]
@@ -60,7 +60,7 @@ pub struct BenchArgs {
 
 #[derive(Subcommand, Debug)]
 enum BenchCommand {
-    /// Time one forward over n = 1..64 tree nodes after a prefix of committed tokens.
+    /// Time one forward over n tree nodes (1..64 by default) after a prefix of committed tokens.
     VerifyCost {
         #[arg(long)]
         json: bool,
@@ -70,6 +70,10 @@ enum BenchCommand {
         /// Committed tokens the nodes attend to (attention grows with them).
         #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=100_000))]
         prefix: u64,
+        /// Node counts to time, ascending from 1 (say 1,8,9,10,12,16 to see the steps a
+        /// kernel's row groups make between the default powers of two).
+        #[arg(long, value_delimiter = ',', default_values_t = specdec_bench::cost::SIZES)]
+        nodes: Vec<usize>,
         #[command(flatten)]
         model: ModelArgs,
     },
@@ -110,8 +114,9 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             json,
             repeats,
             prefix,
+            nodes,
             model,
-        }) => verify_cost(&model, repeats, prefix as usize, json),
+        }) => verify_cost(&model, repeats, prefix as usize, &nodes, json),
         Some(BenchCommand::Roofline {
             json,
             repeats,
@@ -168,10 +173,16 @@ struct CostRow {
     ratio: f64,
 }
 
-fn verify_cost(args: &ModelArgs, repeats: usize, prefix: usize, json: bool) -> anyhow::Result<()> {
+fn verify_cost(
+    args: &ModelArgs,
+    repeats: usize,
+    prefix: usize,
+    nodes: &[usize],
+    json: bool,
+) -> anyhow::Result<()> {
     let loaded = common::load(args)?;
     let model = &loaded.model;
-    let curve = cost_curve(&loaded.model, &loaded.tokenizer, repeats, prefix)?;
+    let curve = cost_curve_at(&loaded.model, &loaded.tokenizer, repeats, prefix, nodes)?;
     let base = curve.ms(1);
     let rows: Vec<CostRow> = curve
         .points()

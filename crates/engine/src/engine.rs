@@ -12,6 +12,7 @@ use specdec_verify::Forced;
 
 use crate::budget::{AcceptanceMemories, BatchLoad, BudgetPolicy, CostModel};
 use crate::draft_model::DraftModel;
+use crate::fair_share::{self, Member, Price};
 use crate::generation::{Generation, Sink, StepInput};
 use crate::method::DraftMethod;
 use crate::pools::{Folded, Learned, Pools, SaveResult};
@@ -379,20 +380,32 @@ impl<'m> Engine<'m> {
             ctx_sum: extra_load.1,
             expected: 0.0,
         };
+        // Prefill chunks first: they are in the forward whatever anyone drafts.
+        let mut steps: Vec<Option<StepInput>> = batch
+            .iter_mut()
+            .map(|g| {
+                g.decode_row()
+                    .is_none()
+                    .then(|| g.plan(&self.cost, &mut load))
+                    .flatten()
+            })
+            .collect();
         // Every member that decodes this step puts its pending row in the forward whatever
-        // it drafts: counted first, so each member's drafts are priced against the whole
-        // batch's rows rather than only those planned before it. Before, the first member
-        // priced its drafts as if its rows were the forward's first, and on the 1.5B at
-        // concurrency 6 every speculative configuration ran 8-11% below plain batching.
-        for g in batch.iter() {
-            if let Some(ctx) = g.decode_row() {
-                load.add(0, ctx, 0.0);
+        // it drafts. Each proposes the drafts it would verify alone, and `fair_share`
+        // decides how much of them the batch's forward takes: sized one after another
+        // against the batch's rows, the first member drafted as if alone (on the 1.5B at
+        // concurrency 6 every speculative configuration ran 8-11% below plain batching),
+        // and each member had to pay alone for a forward that all members' drafts fill.
+        for (g, s) in batch.iter_mut().zip(steps.iter_mut()) {
+            if g.decode_row().is_some() {
+                let mut own = BatchLoad::default();
+                *s = g.plan(&self.cost, &mut own);
+                load.rows += own.rows;
+                load.ctx_sum += own.ctx_sum;
+                load.expected += own.expected;
             }
         }
-        let steps: Vec<Option<StepInput>> = batch
-            .iter_mut()
-            .map(|g| g.plan(&self.cost, &mut load))
-            .collect();
+        let price = self.fair_share(batch, &mut steps, &mut load);
         // Only all-decode forwards are timed: the cost curve is of verifying trees (a
         // beam search's rounds are trees too).
         let timed = steps
@@ -420,6 +433,14 @@ impl<'m> Engine<'m> {
         let mut logits = self.target.forward(&mut inputs)?;
         drop(inputs);
         let ms = t0.elapsed().as_secs_f64() * 1e3;
+        tracing::trace!(
+            rows = load.rows,
+            ctx = load.mean_ctx(),
+            ms,
+            priced = self.cost.ms(load.rows, load.mean_ctx()),
+            timed,
+            "forward"
+        );
         if timed {
             self.cost.observe(load.rows, load.mean_ctx(), ms);
             let ctx = load.mean_ctx();
@@ -435,9 +456,38 @@ impl<'m> Engine<'m> {
             .zip(steps)
             .filter_map(|(g, s)| s.map(|s| (g, s)));
         for ((g, s), l) in members.zip(&logits) {
-            g.apply(self.tokenizer, s, l)?;
+            let decode = matches!(s, StepInput::Decode(..));
+            let accepted = g.apply(self.tokenizer, s, l)?;
+            if let (true, Some(price)) = (decode, price) {
+                g.settle(price.credit(accepted));
+            }
         }
         Ok((rest, ms))
+    }
+
+    /// Applies `fair_share`'s rule to a batch's planned steps: cuts the drafts that would
+    /// make some member slower than plain batching beyond its allowance. Returns the
+    /// step's price for the members' balances (`None`: fewer than two decode).
+    fn fair_share(
+        &self,
+        batch: &mut [&mut Generation<'_>],
+        steps: &mut [Option<StepInput>],
+        load: &mut BatchLoad,
+    ) -> Option<Price> {
+        let members: Vec<Member> = batch
+            .iter()
+            .zip(steps.iter())
+            .filter_map(|(g, s)| g.member(s.as_ref()?))
+            .collect();
+        let (most, price) = fair_share::judge(&members, load, &self.cost)?;
+        if let Some(most) = most {
+            for (g, s) in batch.iter_mut().zip(steps.iter_mut()) {
+                if let Some(s) = s.as_mut() {
+                    g.cap_drafts(s, most, load);
+                }
+            }
+        }
+        Some(price)
     }
 
     /// The cost curve the engine learned from its forwards.

@@ -14,6 +14,7 @@ use specdec_tokenizer::{StreamDecoder, Tokenizer};
 use specdec_verify::{Forced, Rng};
 
 use crate::budget::{BatchLoad, BudgetPolicy, CostModel};
+use crate::fair_share::Member;
 use crate::request::{FinishReason, GenerateOutput, GenerateRequest, Speculation};
 use crate::scope::CacheScope;
 use crate::stats::SpecStats;
@@ -143,6 +144,10 @@ pub struct Generation<'a> {
     finish: Option<FinishReason>,
     /// The stop token that ended the generation, if one did (it is not in the output).
     stop_token: Option<u32>,
+    /// Its balance against plain batching (see `fair_share`).
+    balance: f64,
+    /// The planned step's drafted nodes' chances of acceptance, in the tree's order.
+    reach: Vec<f64>,
 }
 
 impl<'a> Generation<'a> {
@@ -183,6 +188,8 @@ impl<'a> Generation<'a> {
             forwards: 0,
             start: Instant::now(),
             prefill_time: None,
+            balance: 0.0,
+            reach: Vec::new(),
         }
     }
 
@@ -283,12 +290,11 @@ impl<'a> Generation<'a> {
         decoding.then(|| self.seq.len())
     }
 
-    /// Decides this generation's share of the next forward. `load` holds what earlier
-    /// members of the batch put in it and the pending rows of the later ones (see
-    /// [`Generation::decode_row`]), so drafts are sized for the batch's throughput.
+    /// Decides this generation's share of the next forward and adds it to `load`. A
+    /// decode step's drafts are sized as if alone: the engine decides how much of every
+    /// member's drafts a batch's forward takes (`fair_share`).
     pub(crate) fn plan(&mut self, cost: &CostModel, load: &mut BatchLoad) -> Option<StepInput> {
-        // The same test that counted this step's pending row in advance.
-        let Some(ctx) = self.decode_row() else {
+        if self.decode_row().is_none() {
             if self.finish.is_some() {
                 return None;
             }
@@ -304,9 +310,6 @@ impl<'a> Generation<'a> {
             // The whole prompt is in the cache.
             self.prefill_done();
         }
-        // This step's pending row was counted in advance; the trim below adds it again
-        // with the drafts it keeps.
-        load.take_back_row(ctx);
         let remaining = self.req.max_tokens - self.tokens().len();
         let room = self.seq.max_len() - self.seq.len();
         let cap = self.policy.cap(remaining).min(room.saturating_sub(1));
@@ -333,15 +336,20 @@ impl<'a> Generation<'a> {
             // machine's timing nor the batch's other members: sized as if alone on the
             // prior cost shape, a relaxed request writes the same text on every run.
             let mut alone = BatchLoad::default();
-            let tree = self
-                .policy
-                .trim(tree, cap, self.seq.len(), frozen_cost(), &mut alone);
+            let (tree, reach) =
+                self.policy
+                    .trim_scored(tree, cap, self.seq.len(), frozen_cost(), &mut alone);
             load.rows += alone.rows;
             load.ctx_sum += alone.ctx_sum;
             load.expected += alone.expected;
+            self.reach = reach;
             tree
         } else {
-            self.policy.trim(tree, cap, self.seq.len(), cost, load)
+            let (tree, reach) = self
+                .policy
+                .trim_scored(tree, cap, self.seq.len(), cost, load);
+            self.reach = reach;
+            tree
         };
         self.stats.draft_time += t0.elapsed();
         let want = if self.forced.is_none()
@@ -358,6 +366,44 @@ impl<'a> Generation<'a> {
         Some(StepInput::Decode(tree, want))
     }
 
+    /// This generation as `fair_share` sees a planned decode step of it; `None` for a
+    /// prefill step.
+    pub(crate) fn member(&self, step: &StepInput) -> Option<Member> {
+        match step {
+            StepInput::Prefill(_) => None,
+            StepInput::Decode(..) => Some(Member {
+                balance: self.balance,
+                reach: self.reach.clone(),
+                droppable: !self.follows_drafts(),
+            }),
+        }
+    }
+
+    /// Keeps a planned decode step's first `most` drafted nodes (`fair_share` found more
+    /// unfair to the batch) and takes the others out of `load`; a relaxed or forced
+    /// step keeps them all (its text follows its drafts, which must not depend on the
+    /// batch).
+    pub(crate) fn cap_drafts(&mut self, step: &mut StepInput, most: usize, load: &mut BatchLoad) {
+        if let StepInput::Decode(tree, _) = step {
+            if tree.drafted() <= most || self.follows_drafts() {
+                return;
+            }
+            let dropped = tree.drafted() - most;
+            // DFS order: a prefix keeps every kept node's parent.
+            tree.truncate(1 + most);
+            load.rows -= dropped;
+            load.ctx_sum = load.ctx_sum.saturating_sub(dropped * self.seq.len());
+            let lost: f64 = self.reach.drain(most.min(self.reach.len())..).sum();
+            load.expected = (load.expected - lost).max(0.0);
+        }
+    }
+
+    /// Adds what a batched step gained or lost against plain batching (see
+    /// `fair_share`).
+    pub(crate) fn settle(&mut self, credit: f64) {
+        self.balance += credit;
+    }
+
     /// Tokens the next step attends to: the prompt and what was generated.
     pub(crate) fn context_len(&self) -> usize {
         self.context.len()
@@ -368,18 +414,18 @@ impl<'a> Generation<'a> {
     }
 
     /// Takes the planned step back with its logits: verifies under the request's rule,
-    /// commits and emits.
+    /// commits and emits. Returns the drafted tokens accepted.
     pub(crate) fn apply(
         &mut self,
         tok: &Tokenizer,
         step: StepInput,
         logits: &Logits,
-    ) -> Result<(), EngineError> {
+    ) -> Result<usize, EngineError> {
         self.forwards += 1;
         let (tree, want) = match step {
             StepInput::Prefill(_) => {
                 self.seq.commit_all()?;
-                return Ok(());
+                return Ok(0);
             }
             StepInput::Decode(tree, want) => (tree, want),
         };
@@ -429,6 +475,6 @@ impl<'a> Generation<'a> {
         if let Some(d) = self.drafter.as_mut() {
             d.observe(&self.context[before..]);
         }
-        Ok(())
+        Ok(verdict.accepted.len())
     }
 }

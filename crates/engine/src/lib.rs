@@ -25,6 +25,7 @@ pub mod beam;
 pub mod budget;
 mod draft_model;
 mod engine;
+mod fair_share;
 mod generation;
 mod load;
 mod method;

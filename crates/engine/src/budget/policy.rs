@@ -149,17 +149,30 @@ impl BudgetPolicy {
     /// drafted nodes stay in their order, renumbered.
     pub fn trim(
         &mut self,
-        mut tree: TokenTree,
+        tree: TokenTree,
         limit: usize,
         ctx: usize,
         cost: &CostModel,
         load: &mut BatchLoad,
     ) -> TokenTree {
+        self.trim_scored(tree, limit, ctx, cost, load).0
+    }
+
+    /// [`BudgetPolicy::trim`], with each kept drafted node's probability of being
+    /// accepted (its reach), in the kept tree's order.
+    pub fn trim_scored(
+        &mut self,
+        mut tree: TokenTree,
+        limit: usize,
+        ctx: usize,
+        cost: &CostModel,
+        load: &mut BatchLoad,
+    ) -> (TokenTree, Vec<f64>) {
         let young = self.young_steps > 0;
         self.young_steps = self.young_steps.saturating_sub(1);
         if tree.drafted() == 0 {
             load.add(0, ctx, 0.0);
-            return tree;
+            return (tree, Vec::new());
         }
         // The root is reached for sure.
         let mut reach = vec![1f64; tree.len()];
@@ -201,7 +214,7 @@ impl BudgetPolicy {
             if young || self.idle_steps < self.probe_every {
                 load.add(0, ctx, 0.0);
                 tree.truncate(1);
-                return tree;
+                return (tree, Vec::new());
             }
             self.idle_steps = 0;
             self.probing = true;
@@ -211,13 +224,18 @@ impl BudgetPolicy {
             self.probe_every = PROBE_EVERY;
         }
         load.add(best_k, ctx, order[..best_k].iter().map(|&i| reach[i]).sum());
-        if best_k == tree.drafted() {
-            return tree;
-        }
         let mut keep = vec![false; tree.len()];
         keep[0] = true;
         order[..best_k].iter().for_each(|&i| keep[i] = true);
-        tree.select(&keep)
+        // `select` keeps the kept nodes in their order.
+        let kept_reach = (1..tree.len())
+            .filter(|&i| keep[i])
+            .map(|i| reach[i])
+            .collect();
+        if best_k == tree.drafted() {
+            return (tree, kept_reach);
+        }
+        (tree.select(&keep), kept_reach)
     }
 
     /// Learns from a verified rooted tree: every drafted node whose parent was accepted

@@ -8,6 +8,7 @@ mod beam;
 #[path = "../common/mod.rs"]
 mod common;
 mod draft_model;
+mod fair_share;
 mod fake;
 mod scheduled_beams;
 
