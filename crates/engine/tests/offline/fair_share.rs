@@ -37,21 +37,31 @@ fn prompt(i: usize) -> Vec<u32> {
         .collect()
 }
 
+/// Request i, greedy, 60 tokens, drafting from `refs` (undrafted without).
+fn req(i: usize, refs: &[Vec<u32>]) -> GenerateRequest {
+    let method = if refs.is_empty() {
+        DraftMethod::None
+    } else {
+        DraftMethod::Reference
+    };
+    request(&prompt(i), refs, &SamplingParams::default(), 60).speculate(method)
+}
+
+/// Requests 0..8 each decoded alone without drafts, on an engine of its own.
+fn plain_alone<'a>(new_engine: &dyn Fn() -> Engine<'a>) -> Vec<GenerateOutput> {
+    (0..8)
+        .map(|i| new_engine().generate(&req(i, &[]), &mut |_| true).unwrap())
+        .collect()
+}
+
 #[test]
 fn a_members_drafts_that_slow_the_members_who_gain_nothing_are_dropped() {
     let t = target();
     let new_engine = || Engine::new(&t, tokenizer()).with_cost_model(staircase());
-    let greedy = SamplingParams::default();
-    let plain: Vec<GenerateOutput> = (0..8)
-        .map(|i| {
-            let req = request(&prompt(i), &[], &greedy, 60).speculate(DraftMethod::None);
-            new_engine().generate(&req, &mut |_| true).unwrap()
-        })
-        .collect();
+    let plain = plain_alone(&new_engine);
     // Member 0 is given its own answer as a reference: alone, it drafts and saves most
     // forwards.
-    let predicted = request(&prompt(0), &[plain[0].token_ids.clone()], &greedy, 60)
-        .speculate(DraftMethod::Reference);
+    let predicted = req(0, &[plain[0].token_ids.clone()]);
     let alone = new_engine().generate(&predicted, &mut |_| true).unwrap();
     assert_eq!(alone.token_ids, plain[0].token_ids);
     assert!(
@@ -61,7 +71,7 @@ fn a_members_drafts_that_slow_the_members_who_gain_nothing_are_dropped() {
     // Beside seven members with nothing to draft, its drafts would cost each of them a
     // ninth row: only their allowance pays for that, now and then.
     let mut reqs = vec![predicted];
-    reqs.extend((1..8).map(|i| request(&prompt(i), &[], &greedy, 60).speculate(DraftMethod::None)));
+    reqs.extend((1..8).map(|i| req(i, &[])));
     let batched = together(&mut new_engine(), &reqs);
     for (got, want) in batched.iter().zip(&plain) {
         assert_eq!(got.token_ids, want.token_ids);
@@ -81,23 +91,10 @@ fn a_members_drafts_that_slow_the_members_who_gain_nothing_are_dropped() {
 fn members_that_all_gain_keep_their_drafts() {
     let t = target();
     let new_engine = || Engine::new(&t, tokenizer()).with_cost_model(staircase());
-    let greedy = SamplingParams::default();
+    let plain = plain_alone(&new_engine);
+    // Each member is given its own answer as a reference.
     let reqs: Vec<GenerateRequest> = (0..8)
-        .map(|i| {
-            let req = request(&prompt(i), &[], &greedy, 60).speculate(DraftMethod::None);
-            let answer = new_engine()
-                .generate(&req, &mut |_| true)
-                .unwrap()
-                .token_ids;
-            request(&prompt(i), &[answer], &greedy, 60).speculate(DraftMethod::Reference)
-        })
-        .collect();
-    let plain: Vec<GenerateOutput> = reqs
-        .iter()
-        .map(|r| {
-            let r = r.clone().speculate(DraftMethod::None);
-            new_engine().generate(&r, &mut |_| true).unwrap()
-        })
+        .map(|i| req(i, &[plain[i].token_ids.clone()]))
         .collect();
     let batched = together(&mut new_engine(), &reqs);
     for (got, want) in batched.iter().zip(&plain) {
