@@ -378,33 +378,16 @@ impl<'m> Engine<'m> {
         let mut load = BatchLoad {
             rows: extra_load.0,
             ctx_sum: extra_load.1,
-            expected: 0.0,
         };
-        // Prefill chunks first: they are in the forward whatever anyone drafts.
+        // Each member plans the drafts it would verify alone; `fair_share` then decides
+        // how much of them the batch's forward takes. Sized one after another against the
+        // batch's rows, the first member drafted as if alone (on the 1.5B at concurrency 6
+        // every speculative configuration ran 8-11% below plain batching), and each member
+        // had to pay alone for a forward that all members' drafts fill.
         let mut steps: Vec<Option<StepInput>> = batch
             .iter_mut()
-            .map(|g| {
-                g.decode_row()
-                    .is_none()
-                    .then(|| g.plan(&self.cost, &mut load))
-                    .flatten()
-            })
+            .map(|g| g.plan(&self.cost, &mut load))
             .collect();
-        // Every member that decodes this step puts its pending row in the forward whatever
-        // it drafts. Each proposes the drafts it would verify alone, and `fair_share`
-        // decides how much of them the batch's forward takes: sized one after another
-        // against the batch's rows, the first member drafted as if alone (on the 1.5B at
-        // concurrency 6 every speculative configuration ran 8-11% below plain batching),
-        // and each member had to pay alone for a forward that all members' drafts fill.
-        for (g, s) in batch.iter_mut().zip(steps.iter_mut()) {
-            if g.decode_row().is_some() {
-                let mut own = BatchLoad::default();
-                *s = g.plan(&self.cost, &mut own);
-                load.rows += own.rows;
-                load.ctx_sum += own.ctx_sum;
-                load.expected += own.expected;
-            }
-        }
         let price = self.fair_share(batch, &mut steps, &mut load);
         // Only all-decode forwards are timed: the cost curve is of verifying trees (a
         // beam search's rounds are trees too).
@@ -481,7 +464,7 @@ impl<'m> Engine<'m> {
             .collect();
         let (most, price) = fair_share::judge(&members, load, &self.cost)?;
         if let Some(most) = most {
-            for (g, s) in batch.iter_mut().zip(steps.iter_mut()) {
+            for (g, s) in batch.iter().zip(steps.iter_mut()) {
                 if let Some(s) = s.as_mut() {
                     g.cap_drafts(s, most, load);
                 }

@@ -1,10 +1,9 @@
 //! The per-record promise in a batch: one member's drafts must not make another member
 //! slower than plain batching would have been by more than noise.
 //!
-//! Drafts are sized for the batch's throughput (`BudgetPolicy::trim`), which is the right
-//! objective for the batch and the wrong one for each record: where the forward is
-//! compute-bound, rows cost time, and a draft that pays for its own request makes the
-//! forward dearer for every other member. On the 1.5B with AMX tiles a ninth row in a
+//! Each member's drafts are sized for its own tokens per cost (`BudgetPolicy::trim`); a
+//! batch shares one forward, and where the forward is compute-bound, rows cost time, so
+//! a draft that pays for its own request makes the forward dearer for every other member. On the 1.5B with AMX tiles a ninth row in a
 //! batch of eight costs 20% more (a new row group); eight requests of open chat ran 9%
 //! below plain batching per record, 11-14 of 20 below 0.95x, while the batch's tokens per
 //! second were nearly even.
@@ -18,8 +17,8 @@
 //! cap that every member can afford and that gives the batch the most tokens per cost:
 //! members with nothing to draft afford only their allowance (one row more in a
 //! compute-bound batch spends several steps of it), members that all gain afford drafts
-//! about as deep as they gain. A request alone,
-//! or the only one decoding, is its own judge (the trim). Relaxed and forced requests
+//! about as deep as they gain. A request alone, or the only one decoding, is its own
+//! judge (the trim). Relaxed and forced requests
 //! keep their drafts: their text follows their drafts, which must not depend on the
 //! batch.
 
@@ -31,17 +30,17 @@ use crate::budget::{BatchLoad, CostModel};
 pub(crate) const NOISE: f64 = 0.02;
 
 /// One decoding member of a batched step, as the rule sees it.
-pub(crate) struct Member {
+pub(crate) struct Member<'a> {
     /// Its balance so far (see the module).
     pub balance: f64,
     /// Its drafted nodes' chances of acceptance, in its tree's order (each prefix a
     /// connected subtree).
-    pub reach: Vec<f64>,
+    pub reach: &'a [f64],
     /// Whether its drafts may be cut (not relaxed, not forced).
     pub droppable: bool,
 }
 
-impl Member {
+impl Member<'_> {
     /// Its drafted nodes and the tokens they are expected to add, with at most `most`
     /// kept when droppable.
     fn kept(&self, most: usize) -> (usize, f64) {
@@ -135,15 +134,15 @@ mod tests {
         BatchLoad {
             rows,
             ctx_sum: rows * 100,
-            expected: 0.0,
         }
     }
 
     /// A member with `drafted` nodes expected to add `expected` tokens in all.
-    fn member(balance: f64, expected: f64, drafted: usize) -> Member {
+    fn member(balance: f64, expected: f64, drafted: usize) -> Member<'static> {
+        let reach = vec![expected / drafted.max(1) as f64; drafted];
         Member {
             balance,
-            reach: vec![expected / drafted.max(1) as f64; drafted],
+            reach: Box::leak(reach.into_boxed_slice()),
             droppable: true,
         }
     }
@@ -194,7 +193,7 @@ mod tests {
         let m: Vec<Member> = (0..8)
             .map(|_| Member {
                 balance: 0.0,
-                reach: reach.clone(),
+                reach: &reach,
                 droppable: true,
             })
             .collect();

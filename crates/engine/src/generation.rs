@@ -101,14 +101,14 @@ pub(crate) enum StepInput {
     /// The step's rooted tree, forwarded and verified as it is: node 0 is the pending
     /// token, the drafted nodes hang below it. With the logits its verification needs:
     /// every node's, or their argmaxes only (strict greedy, no penalty).
-    Decode(TokenTree, Want),
+    Decode(TokenTree, Want, Vec<f64>),
 }
 
 impl StepInput {
     pub(crate) fn nodes(&self) -> &[Node] {
         match self {
             StepInput::Prefill(nodes) => nodes,
-            StepInput::Decode(tree, _) => tree.nodes(),
+            StepInput::Decode(tree, ..) => tree.nodes(),
         }
     }
 
@@ -117,7 +117,7 @@ impl StepInput {
     pub(crate) fn want(&self) -> Want {
         match self {
             StepInput::Prefill(_) => Want::None,
-            StepInput::Decode(_, want) => want.clone(),
+            StepInput::Decode(_, want, _) => want.clone(),
         }
     }
 }
@@ -146,8 +146,6 @@ pub struct Generation<'a> {
     stop_token: Option<u32>,
     /// Its balance against plain batching (see `fair_share`).
     balance: f64,
-    /// The planned step's drafted nodes' chances of acceptance, in the tree's order.
-    reach: Vec<f64>,
 }
 
 impl<'a> Generation<'a> {
@@ -189,7 +187,6 @@ impl<'a> Generation<'a> {
             start: Instant::now(),
             prefill_time: None,
             balance: 0.0,
-            reach: Vec::new(),
         }
     }
 
@@ -282,19 +279,19 @@ impl<'a> Generation<'a> {
         self.prefill_time = Some(self.start.elapsed());
     }
 
-    /// The context of the row this generation's next step puts in the forward for sure
-    /// (its pending token), when that step is a decode step.
-    pub(crate) fn decode_row(&self) -> Option<usize> {
-        let decoding = self.finish.is_none()
-            && (self.prefill_time.is_some() || self.seq.len() == self.head().len());
-        decoding.then(|| self.seq.len())
+    /// Whether this generation's next step decodes: not finished, its whole prompt in the
+    /// cache.
+    fn decodes(&self) -> bool {
+        self.finish.is_none()
+            && (self.prefill_time.is_some() || self.seq.len() == self.head().len())
     }
 
     /// Decides this generation's share of the next forward and adds it to `load`. A
-    /// decode step's drafts are sized as if alone: the engine decides how much of every
-    /// member's drafts a batch's forward takes (`fair_share`).
+    /// decode step's drafts are sized as if alone (with each kept node's reach): the
+    /// engine decides how much of every member's drafts a batch's forward takes
+    /// (`fair_share`).
     pub(crate) fn plan(&mut self, cost: &CostModel, load: &mut BatchLoad) -> Option<StepInput> {
-        if self.decode_row().is_none() {
+        if !self.decodes() {
             if self.finish.is_some() {
                 return None;
             }
@@ -330,27 +327,16 @@ impl<'a> Generation<'a> {
             }
             _ => TokenTree::rooted(pending),
         };
-        // An undrafted tree is kept as it is and counted as a plain row.
-        let tree = if self.follows_drafts() {
-            // Relaxed acceptance follows the drafts, so their sizes must follow neither the
-            // machine's timing nor the batch's other members: sized as if alone on the
-            // prior cost shape, a relaxed request writes the same text on every run.
-            let mut alone = BatchLoad::default();
-            let (tree, reach) =
-                self.policy
-                    .trim_scored(tree, cap, self.seq.len(), frozen_cost(), &mut alone);
-            load.rows += alone.rows;
-            load.ctx_sum += alone.ctx_sum;
-            load.expected += alone.expected;
-            self.reach = reach;
-            tree
+        // Relaxed acceptance follows the drafts, so their sizes must follow neither the
+        // machine's timing nor the batch's other members: sized on the prior cost shape, a
+        // relaxed request writes the same text on every run.
+        let cost = if self.follows_drafts() {
+            frozen_cost()
         } else {
-            let (tree, reach) = self
-                .policy
-                .trim_scored(tree, cap, self.seq.len(), cost, load);
-            self.reach = reach;
-            tree
+            cost
         };
+        let (tree, reach) = self.policy.trim_scored(tree, cap, self.seq.len(), cost);
+        load.add(tree.drafted(), self.seq.len());
         self.stats.draft_time += t0.elapsed();
         let want = if self.forced.is_none()
             && self
@@ -363,17 +349,17 @@ impl<'a> Generation<'a> {
         } else {
             Want::All
         };
-        Some(StepInput::Decode(tree, want))
+        Some(StepInput::Decode(tree, want, reach))
     }
 
     /// This generation as `fair_share` sees a planned decode step of it; `None` for a
     /// prefill step.
-    pub(crate) fn member(&self, step: &StepInput) -> Option<Member> {
+    pub(crate) fn member<'s>(&self, step: &'s StepInput) -> Option<Member<'s>> {
         match step {
             StepInput::Prefill(_) => None,
-            StepInput::Decode(..) => Some(Member {
+            StepInput::Decode(_, _, reach) => Some(Member {
                 balance: self.balance,
-                reach: self.reach.clone(),
+                reach,
                 droppable: !self.follows_drafts(),
             }),
         }
@@ -383,8 +369,8 @@ impl<'a> Generation<'a> {
     /// unfair to the batch) and takes the others out of `load`; a relaxed or forced
     /// step keeps them all (its text follows its drafts, which must not depend on the
     /// batch).
-    pub(crate) fn cap_drafts(&mut self, step: &mut StepInput, most: usize, load: &mut BatchLoad) {
-        if let StepInput::Decode(tree, _) = step {
+    pub(crate) fn cap_drafts(&self, step: &mut StepInput, most: usize, load: &mut BatchLoad) {
+        if let StepInput::Decode(tree, _, reach) = step {
             if tree.drafted() <= most || self.follows_drafts() {
                 return;
             }
@@ -393,8 +379,7 @@ impl<'a> Generation<'a> {
             tree.truncate(1 + most);
             load.rows -= dropped;
             load.ctx_sum = load.ctx_sum.saturating_sub(dropped * self.seq.len());
-            let lost: f64 = self.reach.drain(most.min(self.reach.len())..).sum();
-            load.expected = (load.expected - lost).max(0.0);
+            reach.truncate(most);
         }
     }
 
@@ -427,7 +412,7 @@ impl<'a> Generation<'a> {
                 self.seq.commit_all()?;
                 return Ok(0);
             }
-            StepInput::Decode(tree, want) => (tree, want),
+            StepInput::Decode(tree, want, _) => (tree, want),
         };
         let verdict = if matches!(want, Want::Argmax) {
             specdec_verify::verify_greedy_argmax(&tree, |i| {

@@ -201,16 +201,13 @@ pub struct BatchLoad {
     pub rows: usize,
     /// Context lengths the rows attend to, summed.
     pub ctx_sum: usize,
-    /// Tokens those rows are expected to emit.
-    pub expected: f64,
 }
 
 impl BatchLoad {
     /// One decode step at context `ctx`: its pending token plus `nodes` draft nodes.
-    pub fn add(&mut self, nodes: usize, ctx: usize, expected: f64) {
+    pub fn add(&mut self, nodes: usize, ctx: usize) {
         self.rows += 1 + nodes;
         self.ctx_sum += (1 + nodes) * ctx;
-        self.expected += 1.0 + expected;
     }
 
     /// Mean context per row.

@@ -6,7 +6,7 @@ use super::acceptance::{
     keys, AcceptanceMemories, AcceptanceMemory, Rates, DEPTHS, EVIDENCE, EVIDENCE_PRIOR,
     INHERITED_WEIGHT, PRIOR_WEIGHT, SOURCES,
 };
-use super::cost::{BatchLoad, CostModel};
+use super::cost::CostModel;
 
 /// Steps without drafting before the first probe; each probe that has nothing accepted
 /// doubles the wait, up to `PROBE_MAX_EVERY`, so text that never copies (open-ended
@@ -139,10 +139,9 @@ impl BudgetPolicy {
         (pooled / 0.5).min(1.0)
     }
 
-    /// Keeps the part of `tree` worth verifying (possibly nothing) and adds the step to
-    /// `load`. Alone, that maximizes this request's tokens per cost; in a batch, the
-    /// batch's: `(load.expected + 1 + E) / cost(load.rows + 1 + k)`, so a draft that pays
-    /// alone can be dropped when other rows already fill the forward.
+    /// Keeps the part of `tree` worth verifying (possibly nothing): what maximizes this
+    /// request's tokens per cost alone, `(1 + E) / cost(1 + k)`. In a batch, the engine
+    /// decides how much of every member's drafts the forward takes (`fair_share`).
     ///
     /// At most `limit` drafted nodes are kept (and never more than the request's cap).
     /// `tree` is rooted (node 0 the pending token); the root is always kept, and the kept
@@ -153,9 +152,8 @@ impl BudgetPolicy {
         limit: usize,
         ctx: usize,
         cost: &CostModel,
-        load: &mut BatchLoad,
     ) -> TokenTree {
-        self.trim_scored(tree, limit, ctx, cost, load).0
+        self.trim_scored(tree, limit, ctx, cost).0
     }
 
     /// [`BudgetPolicy::trim`], with each kept drafted node's probability of being
@@ -166,12 +164,10 @@ impl BudgetPolicy {
         limit: usize,
         ctx: usize,
         cost: &CostModel,
-        load: &mut BatchLoad,
     ) -> (TokenTree, Vec<f64>) {
         let young = self.young_steps > 0;
         self.young_steps = self.young_steps.saturating_sub(1);
         if tree.drafted() == 0 {
-            load.add(0, ctx, 0.0);
             return (tree, Vec::new());
         }
         // The root is reached for sure.
@@ -194,14 +190,12 @@ impl BudgetPolicy {
         // keep DFS order, so every prefix of this order is a connected subtree.
         let mut order: Vec<usize> = (1..tree.len()).collect();
         order.sort_by(|&a, &b| reach[b].total_cmp(&reach[a]).then(a.cmp(&b)));
-        let base = load.expected + 1.0;
-        let batch_ctx = (load.ctx_sum + ctx) / (load.rows + 1);
-        let (mut best_k, mut best_rate) = (0, base / cost.relative(load.rows + 1, batch_ctx));
+        let (mut best_k, mut best_rate) = (0, 1.0 / cost.relative(1, ctx));
         let mut expected = 0.0;
         let limit = limit.min(self.max_nodes);
         for (k, &i) in order.iter().enumerate().take(limit) {
             expected += reach[i];
-            let rate = (base + expected) / cost.relative(load.rows + k + 2, batch_ctx);
+            let rate = (1.0 + expected) / cost.relative(k + 2, ctx);
             if rate > best_rate * 1.01 {
                 (best_k, best_rate) = (k + 1, rate);
             }
@@ -212,7 +206,6 @@ impl BudgetPolicy {
             // A young request does not probe either: nothing weak is verified this early
             // (its idle steps count towards the first probe all the same).
             if young || self.idle_steps < self.probe_every {
-                load.add(0, ctx, 0.0);
                 tree.truncate(1);
                 return (tree, Vec::new());
             }
@@ -223,7 +216,6 @@ impl BudgetPolicy {
             self.idle_steps = 0;
             self.probe_every = PROBE_EVERY;
         }
-        load.add(best_k, ctx, order[..best_k].iter().map(|&i| reach[i]).sum());
         let mut keep = vec![false; tree.len()];
         keep[0] = true;
         order[..best_k].iter().for_each(|&i| keep[i] = true);

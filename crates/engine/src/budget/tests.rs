@@ -29,10 +29,7 @@ fn poor_acceptance_turns_drafting_off_and_good_acceptance_on() {
         p.observe(&chain(8), &[]);
     }
     let kept: Vec<usize> = (0..PROBE_EVERY)
-        .map(|_| {
-            p.trim(chain(8), 32, 100, &cost, &mut BatchLoad::default())
-                .drafted()
-        })
+        .map(|_| p.trim(chain(8), 32, 100, &cost).drafted())
         .collect();
     assert!(
         kept.iter().filter(|&&k| k == 0).count() >= PROBE_EVERY - 1,
@@ -41,11 +38,7 @@ fn poor_acceptance_turns_drafting_off_and_good_acceptance_on() {
     for _ in 0..60 {
         p.observe(&chain(16), &first(16));
     }
-    assert!(
-        p.trim(chain(16), 32, 100, &cost, &mut BatchLoad::default())
-            .drafted()
-            >= 8
-    );
+    assert!(p.trim(chain(16), 32, 100, &cost).drafted() >= 8);
 }
 
 #[test]
@@ -54,13 +47,7 @@ fn trimming_keeps_a_connected_prefix_in_dfs_order() {
     for _ in 0..30 {
         p.observe(&chain(4), &first(2));
     }
-    let t = p.trim(
-        chain(12),
-        32,
-        100,
-        &CostModel::default(),
-        &mut BatchLoad::default(),
-    );
+    let t = p.trim(chain(12), 32, 100, &CostModel::default());
     assert!(t.drafted() > 0 && t.drafted() < 12);
     for (i, n) in t.nodes().iter().enumerate() {
         assert_eq!(n.parent, i.checked_sub(1).map(|p| p as u32));
@@ -76,9 +63,9 @@ fn a_new_request_inherits_earlier_acceptance_with_bounded_weight() {
     let mut memory = AcceptanceMemory::default();
     memory.learn(&done);
     let cost = CostModel::default();
-    let fresh = BudgetPolicy::new(32).trim(chain(16), 32, 100, &cost, &mut BatchLoad::default());
+    let fresh = BudgetPolicy::new(32).trim(chain(16), 32, 100, &cost);
     let mut informed = BudgetPolicy::inheriting(32, &memory);
-    let kept = informed.trim(chain(16), 32, 100, &cost, &mut BatchLoad::default());
+    let kept = informed.trim(chain(16), 32, 100, &cost);
     assert!(
         kept.drafted() > fresh.drafted(),
         "{} vs {}",
@@ -89,7 +76,7 @@ fn a_new_request_inherits_earlier_acceptance_with_bounded_weight() {
     for _ in 0..40 {
         informed.observe(&chain(8), &[]);
     }
-    let after = informed.trim(chain(16), 32, 100, &cost, &mut BatchLoad::default());
+    let after = informed.trim(chain(16), 32, 100, &cost);
     assert!(after.drafted() <= PROBE_NODES, "{} nodes", after.drafted());
 }
 
@@ -102,10 +89,7 @@ fn requests_inherit_only_from_their_own_drafter() {
     let mut memories = AcceptanceMemories::default();
     memories.learn("prompt", &rejected);
     let cost = CostModel::default();
-    let kept = |mut p: BudgetPolicy| {
-        p.trim(chain(16), 32, 100, &cost, &mut BatchLoad::default())
-            .drafted()
-    };
+    let kept = |mut p: BudgetPolicy| p.trim(chain(16), 32, 100, &cost).drafted();
     let fresh = kept(BudgetPolicy::new(32));
     assert_eq!(kept(memories.policy("auto", 32)), fresh);
     assert!(kept(memories.policy("prompt", 32)) < fresh);
@@ -134,7 +118,7 @@ fn failed_probes_back_off_and_an_accepted_probe_resets_them() {
     let mut gaps = Vec::new();
     let mut since = 0;
     for _ in 0..400 {
-        let t = p.trim(chain(8), 32, 100, &cost, &mut BatchLoad::default());
+        let t = p.trim(chain(8), 32, 100, &cost);
         since += 1;
         if t.drafted() > 0 {
             gaps.push(since);
@@ -149,7 +133,7 @@ fn failed_probes_back_off_and_an_accepted_probe_resets_them() {
     let mut n = 0;
     let probe = loop {
         n += 1;
-        let t = p.trim(chain(8), 32, 100, &cost, &mut BatchLoad::default());
+        let t = p.trim(chain(8), 32, 100, &cost);
         if t.drafted() > 0 {
             break t;
         }
@@ -157,11 +141,7 @@ fn failed_probes_back_off_and_an_accepted_probe_resets_them() {
     assert!(n <= PROBE_MAX_EVERY);
     p.observe(&probe, &[1]);
     let next = (1..=PROBE_MAX_EVERY)
-        .find(|_| {
-            p.trim(chain(8), 32, 100, &cost, &mut BatchLoad::default())
-                .drafted()
-                > 0
-        })
+        .find(|_| p.trim(chain(8), 32, 100, &cost).drafted() > 0)
         .unwrap();
     assert!(next <= PROBE_EVERY, "{next}");
 }
@@ -182,13 +162,7 @@ fn chain_of(n: usize, source: Source, score: f32, match_len: u32) -> TokenTree {
 /// `p` after its request's first steps (see `YOUNG_STEPS`), which verify no weak guess.
 fn grown(mut p: BudgetPolicy) -> BudgetPolicy {
     for _ in 0..YOUNG_STEPS {
-        p.trim(
-            TokenTree::rooted(u32::MAX),
-            32,
-            100,
-            &CostModel::default(),
-            &mut BatchLoad::default(),
-        );
+        p.trim(TokenTree::rooted(u32::MAX), 32, 100, &CostModel::default());
     }
     p
 }
@@ -196,10 +170,7 @@ fn grown(mut p: BudgetPolicy) -> BudgetPolicy {
 #[test]
 fn a_young_request_verifies_only_strong_or_learned_evidence() {
     let cost = CostModel::default();
-    let kept = |p: &mut BudgetPolicy, t: TokenTree| {
-        p.trim(t, 32, 100, &cost, &mut BatchLoad::default())
-            .drafted()
-    };
+    let kept = |p: &mut BudgetPolicy, t: TokenTree| p.trim(t, 32, 100, &cost).drafted();
     for (source, score, match_len) in [
         (Source::Prompt, 0.9, 2),
         (Source::Suffix, 0.9, 8),
@@ -244,10 +215,7 @@ fn a_young_request_verifies_only_strong_or_learned_evidence() {
 #[test]
 fn failing_weak_guesses_make_a_sources_other_weak_guesses_pessimistic_not_its_long_matches() {
     let cost = CostModel::default();
-    let kept = |p: &mut BudgetPolicy, t: TokenTree| {
-        p.trim(t, 32, 100, &cost, &mut BatchLoad::default())
-            .drafted()
-    };
+    let kept = |p: &mut BudgetPolicy, t: TokenTree| p.trim(t, 32, 100, &cost).drafted();
     let mut p = grown(BudgetPolicy::new(32));
     // Short history matches (4-15 tokens) keep failing.
     for _ in 0..40 {
