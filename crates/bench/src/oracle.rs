@@ -1,28 +1,101 @@
 //! The copy oracle: how far copying could go on a workload, whatever the drafter.
 //!
-//! At each step it copies the longest stretch of the true continuation that occurs in
-//! the prompt, a reference or the output so far (at most `budget` tokens), then the
-//! target adds its bonus token. Its mean accepted length bounds what any copy-based
-//! drafter (reference, prompt, suffix; the trie copies from past outputs too) can reach
-//! on this model's outputs, separating drafting quality from how much the model copies.
+//! At each position it knows the longest stretch of the true continuation that occurs in
+//! the prompt, a reference or the output so far (at most `budget` tokens): what a copying
+//! drafter (reference, prompt, suffix; the trie copies from past outputs too) could have
+//! drafted there had it picked the right occurrence. Two figures come of it:
+//! - its reach ([`copy_steps`]): copying all of that stretch every step, then the target's
+//!   bonus token; its mean accepted length separates how much the model copies from how
+//!   well a drafter finds it;
+//! - its ceiling on a cost curve ([`copy_oracle`]): the cheapest sequence of steps that
+//!   copies only what is copyable, each step as deep as pays on this machine (a 30-token
+//!   copy is not worth a 31-node forward where 32 nodes cost six rows). No copying drafter
+//!   can write the output in fewer modeled milliseconds.
 
-/// Decode steps the oracle needs for `output`.
+use crate::cost::CostCurve;
+
+/// Decode steps the oracle needs for `output`, copying all it can every step.
 pub fn copy_steps(prompt: &[u32], references: &[Vec<u32>], output: &[u32], budget: usize) -> usize {
+    let copyable = copyable(prompt, references, output, budget);
     let mut steps = 0;
     let mut i = 0;
     while i < output.len() {
-        let want = &output[i..output.len().min(i + budget)];
-        let sources = std::iter::once(prompt)
-            .chain(references.iter().map(Vec::as_slice))
-            .chain(std::iter::once(&output[..i]));
-        let copied = sources
-            .map(|s| longest_prefix_in(want, s))
-            .max()
-            .unwrap_or(0);
         steps += 1;
-        i += copied + 1;
+        i += copyable[i] + 1;
     }
     steps
+}
+
+/// The copy oracle's cheapest plan for `output` on `curve`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CopyPlan {
+    /// `steps_by_size[k]`: steps that verify k drafted (copied) nodes, as a run reports.
+    pub steps_by_size: Vec<usize>,
+    /// What the plan's forwards cost on the curve.
+    pub ms: f64,
+}
+
+impl CopyPlan {
+    /// Decode steps of the plan.
+    pub fn steps(&self) -> usize {
+        self.steps_by_size.iter().sum()
+    }
+}
+
+/// The cheapest way to write `output` (every token the target emits after the prompt,
+/// the stop token included) when each step may draft any copyable stretch of the true
+/// continuation, at most `budget` tokens: a shortest path over output positions, each
+/// step priced `curve.ms(1 + drafted)`.
+pub fn copy_oracle(
+    prompt: &[u32],
+    references: &[Vec<u32>],
+    output: &[u32],
+    budget: usize,
+    curve: &CostCurve,
+) -> CopyPlan {
+    let n = output.len();
+    let copyable = copyable(prompt, references, output, budget);
+    let price: Vec<f64> = (0..=budget).map(|k| curve.ms(1 + k)).collect();
+    // best[i]: (cost of writing output[i..], drafted tokens of the step at i).
+    let mut best = vec![(0.0f64, 0usize); n + 1];
+    for i in (0..n).rev() {
+        // A step at i drafts k tokens and writes k + 1 (the bonus one), so never past the
+        // end.
+        let most = copyable[i].min(n - i - 1);
+        best[i] = (0..=most)
+            .map(|k| (price[k] + best[i + k + 1].0, k))
+            .fold((f64::INFINITY, 0), |a, b| if b.0 < a.0 { b } else { a });
+    }
+    let mut steps_by_size = vec![0; budget + 1];
+    let mut i = 0;
+    while i < n {
+        let k = best[i].1;
+        steps_by_size[k] += 1;
+        i += k + 1;
+    }
+    while steps_by_size.len() > 1 && steps_by_size.last() == Some(&0) {
+        steps_by_size.pop();
+    }
+    CopyPlan {
+        steps_by_size,
+        ms: best[0].0,
+    }
+}
+
+/// `copyable[i]`: the longest prefix of `output[i..]` (at most `budget` tokens) that
+/// occurs in the prompt, a reference or `output[..i]`.
+fn copyable(prompt: &[u32], references: &[Vec<u32>], output: &[u32], budget: usize) -> Vec<usize> {
+    (0..output.len())
+        .map(|i| {
+            let want = &output[i..output.len().min(i + budget)];
+            std::iter::once(prompt)
+                .chain(references.iter().map(Vec::as_slice))
+                .chain(std::iter::once(&output[..i]))
+                .map(|s| longest_prefix_in(want, s))
+                .max()
+                .unwrap_or(0)
+        })
+        .collect()
 }
 
 /// Length of the longest prefix of `want` that occurs in `hay`.
@@ -53,5 +126,24 @@ mod tests {
         assert_eq!(copy_steps(&[], &[], &[5, 6, 7], 8), 3);
         assert_eq!(copy_steps(&[1, 2, 3, 4], &[], &[1, 2, 3, 4], 2), 2);
         assert_eq!(copy_steps(&[], &[vec![4, 4]], &[4, 4, 4], 8), 1);
+    }
+
+    #[test]
+    fn the_priced_oracle_copies_only_as_deep_as_pays() {
+        // Flat to 4 nodes, then each node costs a whole row: deeper copies never pay.
+        let curve =
+            CostCurve::from_points(vec![(1, 10.0), (4, 10.0), (8, 50.0), (16, 130.0)]).unwrap();
+        let doc: Vec<u32> = (1..=12).collect();
+        // The whole output is copyable: steps of 3 drafted tokens (4 nodes at one row's
+        // cost) write 4 tokens each.
+        let plan = copy_oracle(&[], std::slice::from_ref(&doc), &doc, 32, &curve);
+        assert_eq!(plan.steps_by_size, vec![0, 0, 0, 3]);
+        assert!((plan.ms - 30.0).abs() < 1e-9);
+        // Nothing copyable: plain steps.
+        let plan = copy_oracle(&[], &[], &[7, 8, 9], 32, &curve);
+        assert_eq!(plan.steps_by_size, vec![3]);
+        // Never drafts past the output's end: a 2-token output is one step of 1 draft.
+        let plan = copy_oracle(&[], &[doc], &[1, 2], 32, &curve);
+        assert_eq!(plan.steps_by_size, vec![0, 1]);
     }
 }

@@ -64,8 +64,14 @@ pub struct ReplayRow {
     pub draft_ms: f64,
 }
 
+/// The name of the rows of the priced copy oracle (see [`crate::oracle::copy_oracle`]),
+/// which every replay adds after the methods': the ceiling of any copying drafter on
+/// each record.
+pub const COPY_ORACLE: &str = "copy-oracle";
+
 /// Replays every record under every method (`none` first, then the others in order),
-/// record by record, as the workload benchmark interleaves them. `engine` runs over a
+/// record by record, as the workload benchmark interleaves them, and adds each record's
+/// copy oracle ([`COPY_ORACLE`]). `engine` runs over a
 /// `ReplayTarget` with its cost model from `curve` (`CostModel::measured`), and with the
 /// pools and draft model the methods need. Rows are record-major, `none`'s first.
 pub fn replay(
@@ -73,6 +79,7 @@ pub fn replay(
     curve: &CostCurve,
     records: &[Recorded],
     methods: &[DraftMethod],
+    budget: usize,
 ) -> Result<Vec<ReplayRow>, BenchError> {
     let mut order = vec![DraftMethod::None];
     order.extend(methods.iter().copied().filter(|&m| m != DraftMethod::None));
@@ -132,6 +139,32 @@ pub fn replay(
                 draft_ms: out.spec.draft_time.as_secs_f64() * 1e3,
             });
         }
+        let plan = crate::oracle::copy_oracle(
+            &r.request.prompt,
+            &r.request.speculation.references,
+            &expected[r.request.prompt.len()..],
+            budget,
+            curve,
+        );
+        let mut accepted_by_position = vec![0; plan.steps_by_size.len().saturating_sub(1)];
+        for (k, &n) in plan.steps_by_size.iter().enumerate() {
+            for reached in &mut accepted_by_position[..k] {
+                *reached += n;
+            }
+        }
+        let completion_tokens = r.output.len();
+        rows.push(ReplayRow {
+            id: r.id.clone(),
+            method: COPY_ORACLE,
+            completion_tokens,
+            decode_steps: plan.steps(),
+            mean_accepted_length: completion_tokens as f64 / plan.steps().max(1) as f64,
+            accepted_by_position,
+            modeled_speedup_vs_none: plain_ms.unwrap_or(plan.ms) / plan.ms.max(1e-9),
+            steps_by_size: plan.steps_by_size,
+            modeled_decode_ms: plan.ms,
+            draft_ms: 0.0,
+        });
     }
     Ok(rows)
 }

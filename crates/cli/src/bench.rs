@@ -36,9 +36,11 @@ pub struct BenchArgs {
     #[arg(long, value_name = "DIR")]
     report: Option<PathBuf>,
     /// Records generated together, batched through the engine's scheduler (outputs are
-    /// the same at any concurrency).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=256))]
-    concurrency: u64,
+    /// the same at any concurrency). Several values (`1,2,4,8`) run the workload once per
+    /// concurrency, each on a fresh engine, and add throughput against concurrency (a
+    /// table, and a plot in the report).
+    #[arg(long, value_delimiter = ',', default_value = "1", value_parser = clap::value_parser!(u64).range(1..=256))]
+    concurrency: Vec<u64>,
     /// Make every output this record field (LLMA's forced-output benchmark): the target
     /// still verifies every draft tree, but drafts are accepted against the field's tokens,
     /// not the model's choice. Measures drafting on realistic answers; not plain decoding.
@@ -157,7 +159,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
                 sampling,
                 acceptance,
                 drafting: args.drafting,
-                concurrency: args.concurrency as usize,
+                concurrency: args.concurrency.iter().map(|&c| c as usize).collect(),
                 forced: args.forced,
                 repeats: args.repeats as usize,
                 report: args.report,

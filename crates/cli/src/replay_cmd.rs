@@ -8,7 +8,7 @@ use anyhow::Context;
 use clap::Args;
 use serde::Deserialize;
 use specdec_bench::cost::CostCurve;
-use specdec_bench::replay::{replay, summarize, Recorded, ReplayRow, ReplaySummary};
+use specdec_bench::replay::{replay, summarize, Recorded, ReplayRow, ReplaySummary, COPY_ORACLE};
 use specdec_engine::budget::CostModel;
 use specdec_engine::{DraftMethod, DraftModel, Engine, GenerateRequest, ModelMeta, Speculation};
 use specdec_runtime::ReplayTarget;
@@ -160,7 +160,13 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
         args.run.display()
     );
     let t0 = std::time::Instant::now();
-    let rows = replay(&mut engine, &curve, &records, &args.draft)?;
+    let rows = replay(
+        &mut engine,
+        &curve,
+        &records,
+        &args.draft,
+        args.drafting.budget,
+    )?;
     let secs = t0.elapsed().as_secs_f64();
     let summary = summarize(&rows);
     let compared: Vec<Compared<'_>> = summary
@@ -193,13 +199,13 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
         args.run.display()
     );
     println!(
-        "{:<10} {:>7} {:>9} {:>8} {:>9} {:>9} {:>6} | {:>8} {:>9}",
+        "{:<11} {:>7} {:>9} {:>8} {:>9} {:>9} {:>6} | {:>8} {:>9}",
         "method", "records", "MAL", "modeled", "floor", "<0.95x", "", "real MAL", "real mod."
     );
     for c in &compared {
         let s = c.replay;
         println!(
-            "{:<10} {:>7} {:>9.2} {:>7.2}x {:>8.2}x {:>9} {:>6} | {:>8} {:>9}",
+            "{:<11} {:>7} {:>9.2} {:>7.2}x {:>8.2}x {:>9} {:>6} | {:>8} {:>9}",
             s.method,
             s.records,
             s.mean_accepted_length,
@@ -217,7 +223,9 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
     println!(
         "(MAL: tokens per decode step; modeled: none's modeled decode time over the method's; \
          floor: the lowest per-record modeled speedup; the signed figure is the replay's MAL \
-         against the real run's, on the same records)"
+         against the real run's, on the same records; {COPY_ORACLE}: the cheapest plan that \
+         drafts only copyable stretches of the true output, the ceiling of any copying \
+         drafter)"
     );
     Ok(())
 }

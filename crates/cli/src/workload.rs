@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use specdec_bench::workload::{
-    self, method_pool, Prepared, Progress, Slot, SummaryRow, WorkloadRun,
+    self, method_pool, Prepared, Progress, Slot, SummaryRow, SweepRow, WorkloadRun,
 };
 use specdec_engine::{
     Acceptance, DraftMethod, Engine, Forced, GenerateRequest, SamplingParams, Scheduler,
@@ -28,8 +28,8 @@ pub struct Options {
     /// requests: no request can ask for forced output).
     pub acceptance: Acceptance,
     pub drafting: DraftArgs,
-    /// Records generated together through the engine's scheduler.
-    pub concurrency: usize,
+    /// Records generated together through the engine's scheduler: one run per value.
+    pub concurrency: Vec<usize>,
     /// Forces every output to this field of its record (LLMA's forced-output benchmark).
     pub forced: Option<ForcedField>,
     /// Timed runs of each record per method, interleaved; the median is reported.
@@ -128,17 +128,11 @@ pub fn run(opts: &Options) -> anyhow::Result<()> {
     for &m in &methods {
         opts.drafting.check(m)?;
     }
+    anyhow::ensure!(
+        !opts.concurrency.is_empty(),
+        "give at least one --concurrency"
+    );
     let loaded = common::load(&opts.model)?;
-    let draft_model = opts.drafting.draft_model(&loaded, opts.model.threads)?;
-    // One engine for every method: it keeps acceptance statistics per drafter, so no
-    // method's statistics size another's drafts.
-    let vocab = loaded.model.config().vocab;
-    let mut engine =
-        Engine::new(&loaded.model, &loaded.tokenizer).with_pools(opts.drafting.pools(vocab)?);
-    if let Some(d) = draft_model {
-        engine = engine.with_draft_model(d);
-    }
-    let mut sched: Scheduler<'_, Slot> = Scheduler::new(engine, opts.concurrency.max(1));
     let warm = match &opts.warm {
         Some(path) => {
             let recs = read_jsonl(path)?;
@@ -165,52 +159,116 @@ pub fn run(opts: &Options) -> anyhow::Result<()> {
         .path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned());
-    let run = workload::run(
-        &mut sched,
-        &loaded.model,
-        &loaded.tokenizer,
-        &work,
-        warm,
-        &workload::Options {
-            methods: methods.clone(),
-            repeats: opts.repeats,
-            max_draft: opts.drafting.budget,
-            forced: opts.forced.map(ForcedField::name),
-            verify: opts.acceptance.name(),
-            model: model_name.clone(),
-        },
-        &mut |p| match p {
-            Progress::Record(line) if !opts.json => eprintln!("{line}"),
-            Progress::Record(_) => {}
-            Progress::Warning(w) => eprintln!("warning: {w}"),
-        },
-    )?;
+    let sweep = opts.concurrency.len() > 1;
+    let mut runs = Vec::new();
+    for &concurrency in &opts.concurrency {
+        // A fresh engine per concurrency: no run sizes its drafts on what an earlier one
+        // learned, and each measures its own cost curve.
+        let mut sched = scheduler(&loaded, opts, concurrency)?;
+        if sweep && !opts.json {
+            eprintln!("concurrency {concurrency} ...");
+        }
+        let run = workload::run(
+            &mut sched,
+            &loaded.model,
+            &loaded.tokenizer,
+            &work,
+            warm.clone(),
+            &workload::Options {
+                methods: methods.clone(),
+                repeats: opts.repeats,
+                max_draft: opts.drafting.budget,
+                forced: opts.forced.map(ForcedField::name),
+                verify: opts.acceptance.name(),
+                model: model_name.clone(),
+            },
+            &mut |p| match p {
+                Progress::Record(line) if !opts.json => eprintln!("{line}"),
+                Progress::Record(_) => {}
+                Progress::Warning(w) => eprintln!("warning: {w}"),
+            },
+        )?;
+        if !opts.json {
+            if sweep {
+                println!("\n== concurrency {concurrency} ==");
+            }
+            print_run(&run, opts);
+        }
+        if let Some(path) = &opts.drafting.trie {
+            let last = method_pool(*methods.last().expect("one method"));
+            let pool = sched.engine_mut().pools_mut().pool(Some(&last))?;
+            pool.save(path)
+                .with_context(|| format!("saving trie {} and its history", path.display()))?;
+        }
+        runs.push(run);
+    }
+    let throughput = sweep.then(|| workload::sweep_rows(&runs));
     if opts.json {
-        println!("{}", serde_json::to_string(&run)?);
-    } else {
-        print_run(&run, opts);
+        match &throughput {
+            Some(rows) => println!(
+                "{}",
+                serde_json::json!({ "runs": runs, "throughput": rows })
+            ),
+            None => println!("{}", serde_json::to_string(&runs[0])?),
+        }
+    } else if let Some(rows) = &throughput {
+        print_sweep(rows);
     }
     if let Some(dir) = &opts.report {
         let exec = loaded.model.executor();
-        let index = crate::workload_report::write(
-            dir,
-            &crate::workload_report::RunView {
-                model: model_name.as_deref().unwrap_or(""),
-                isa: exec.isa().name(),
-                threads: exec.threads(),
-                workload: &opts.path,
-                run: &run,
-            },
-        )?;
+        let view = |run| crate::workload_report::RunView {
+            model: model_name.as_deref().unwrap_or(""),
+            isa: exec.isa().name(),
+            threads: exec.threads(),
+            workload: &opts.path,
+            run,
+        };
+        let index = match &throughput {
+            None => crate::workload_report::write(dir, &view(&runs[0]))?,
+            Some(rows) => {
+                let views: Vec<_> = runs.iter().map(view).collect();
+                crate::workload_report::write_sweep(dir, &views, rows)?
+            }
+        };
         eprintln!("report: {}", index.display());
     }
-    if let Some(path) = &opts.drafting.trie {
-        let last = method_pool(*methods.last().expect("one method"));
-        let pool = sched.engine_mut().pools_mut().pool(Some(&last))?;
-        pool.save(path)
-            .with_context(|| format!("saving trie {} and its history", path.display()))?;
-    }
     Ok(())
+}
+
+/// A scheduler of `concurrency` over a fresh engine with the methods' pools and draft
+/// model. One engine serves every method: it keeps acceptance statistics per drafter, so
+/// no method's statistics size another's drafts.
+fn scheduler<'m>(
+    loaded: &'m Loaded,
+    opts: &Options,
+    concurrency: usize,
+) -> anyhow::Result<Scheduler<'m, Slot>> {
+    let vocab = loaded.model.config().vocab;
+    let mut engine =
+        Engine::new(&loaded.model, &loaded.tokenizer).with_pools(opts.drafting.pools(vocab)?);
+    if let Some(d) = opts.drafting.draft_model(loaded, opts.model.threads)? {
+        engine = engine.with_draft_model(d);
+    }
+    Ok(Scheduler::new(engine, concurrency.max(1)))
+}
+
+/// Throughput against concurrency, as a person reads it.
+fn print_sweep(rows: &[SweepRow]) {
+    println!("\nthroughput against concurrency (completion tokens per second of wall time, prefill included):");
+    println!(
+        "{:>11} {:<10} {:>10} {:>14} {:>9}",
+        "concurrency", "method", "aggr tok/s", "x lowest conc.", "x none"
+    );
+    for r in rows {
+        println!(
+            "{:>11} {:<10} {:>10.1} {:>13.2}x {:>8.2}x",
+            r.concurrency,
+            r.method,
+            r.aggregate_tokens_per_second,
+            r.vs_lowest_concurrency,
+            r.vs_none
+        );
+    }
 }
 
 /// The run's tables, as a person reads them.
@@ -253,8 +311,10 @@ fn print_run(run: &WorkloadRun, opts: &Options) {
     print_positions(&run.summary);
     println!(
         "\ncopy oracle: always copying the longest true continuation found in the prompt, \
-         references or output so far (at most {} tokens) gives MAL {:.2}",
-        opts.drafting.budget, run.copy_oracle_mean_accepted_length
+         references or output so far (at most {} tokens) gives MAL {:.2}; copying only as \
+         deep as pays on this machine's cost curve, it would run at {:.2}x plain (the \
+         ceiling of any copying drafter)",
+        opts.drafting.budget, run.copy_oracle_mean_accepted_length, run.copy_oracle_ceiling
     );
     println!(
         "perfect drafter: always drafting the true continuation (at most {} tokens) would \

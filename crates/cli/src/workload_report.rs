@@ -3,11 +3,13 @@
 
 use std::path::Path;
 
+use anyhow::Context;
+
 use specdec_bench::report::{
     acceptance_plot, cost_curve_plot, speedup_distribution_plot, Report, Section, Table,
 };
 
-use specdec_bench::workload::{RecordRow, SummaryRow, WorkloadRun};
+use specdec_bench::workload::{throughput_plot, RecordRow, SummaryRow, SweepRow, WorkloadRun};
 
 /// What the report is drawn from: the run, and where it ran.
 pub(crate) struct RunView<'a> {
@@ -29,10 +31,13 @@ pub(crate) fn write(dir: &Path, view: &RunView<'_>) -> anyhow::Result<std::path:
              records; modeled prices each decode step on the forward cost curve below, free \
              of run-to-run noise; floor is the worst record's speedup. The copy oracle \
              (always copying the longest true continuation from the prompt, references or \
-             output so far) reaches a mean accepted length of {:.2}. A perfect drafter \
+             output so far) reaches a mean accepted length of {:.2}, and {:.2}x plain \
+             copying only as deep as pays on the cost curve (the ceiling of any copying \
+             drafter). A perfect drafter \
              (always drafting the true continuation, as deep as pays on the cost curve, \
              {} nodes a step) would reach {:.2}x: the ceiling of any drafter on this machine.",
             run.copy_oracle_mean_accepted_length,
+            run.copy_oracle_ceiling,
             run.perfect_drafter_nodes,
             run.perfect_drafter_ceiling
         )],
@@ -112,6 +117,74 @@ pub(crate) fn write(dir: &Path, view: &RunView<'_>) -> anyhow::Result<std::path:
             run.verify
         )],
         sections,
+    };
+    Ok(report.write(dir)?)
+}
+
+/// A sweep's report: each run's report in `dir/concurrency-N/`, and in `dir/index.md`
+/// throughput against concurrency (table and plot) with links to them. Returns the
+/// index's path.
+pub(crate) fn write_sweep(
+    dir: &Path,
+    views: &[RunView<'_>],
+    rows: &[SweepRow],
+) -> anyhow::Result<std::path::PathBuf> {
+    let mut links = Vec::new();
+    for v in views {
+        let sub = format!("concurrency-{}", v.run.concurrency);
+        write(&dir.join(&sub), v)?;
+        links.push(format!(
+            "- [{} in flight]({sub}/index.md): every method's table, per-record speedups, \
+             acceptance and the cost curve measured at the start of that run",
+            v.run.concurrency
+        ));
+    }
+    let first = views.first().context("a sweep has runs")?;
+    let report = Report {
+        title: format!(
+            "specdec bench: {}, throughput against concurrency",
+            first.workload.display()
+        ),
+        intro: vec![format!(
+            "Model `{}`, {} threads ({}), one run per concurrency, one after the other, each \
+             on a fresh engine; within a run the methods take turns on groups of records. \
+             Aggregate throughput is completion tokens over wall time, prefill included: \
+             what a batch of clients sees.",
+            first.model, first.threads, first.isa
+        )],
+        sections: vec![
+            Section {
+                heading: "Throughput".into(),
+                text: vec![
+                    "x lowest: over the same method's throughput at the sweep's lowest \
+                     concurrency; x none: over plain decoding's at the same concurrency."
+                        .into(),
+                ],
+                table: Some(Table {
+                    header: ["concurrency", "method", "tok/s", "x lowest", "x none"]
+                        .map(String::from)
+                        .to_vec(),
+                    rows: rows
+                        .iter()
+                        .map(|r| {
+                            vec![
+                                r.concurrency.to_string(),
+                                r.method.to_string(),
+                                format!("{:.1}", r.aggregate_tokens_per_second),
+                                format!("{:.2}x", r.vs_lowest_concurrency),
+                                format!("{:.2}x", r.vs_none),
+                            ]
+                        })
+                        .collect(),
+                }),
+                plots: vec![throughput_plot(rows, "throughput.svg")],
+            },
+            Section {
+                heading: "Each run".into(),
+                text: vec![links.join("\n")],
+                ..Section::default()
+            },
+        ],
     };
     Ok(report.write(dir)?)
 }

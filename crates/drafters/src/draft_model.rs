@@ -407,8 +407,12 @@ impl Drafter for ModelDrafter {
         let skip = self.config.undrafted_steps;
         self.idle = if skip > 0 { skip + 1 } else { 0 };
         self.probing = false;
-        // The draft reads the prompt now, while the target's prefill is being counted,
-        // all but the last token (the first draft forwards it for its logits). A cache
+        // The prompt is read in `read_ahead` (a request alone) or by the first draft.
+        let _ = prompt;
+    }
+
+    fn read_ahead(&mut self, prompt: &[u32]) {
+        // All but the last token (the first draft forwards it for its logits). A cache
         // kept from an earlier request sharing a prefix only catches up the rest.
         let head = &prompt[..prompt.len().saturating_sub(1)];
         if let Err(e) = self.sync(head, false) {

@@ -103,6 +103,23 @@ pub trait Drafter: Send {
     /// empty tree.
     fn draft(&mut self, context: &[u32], budget: usize) -> TokenTree;
 
+    /// [`Drafter::draft`] without running a model, for a step where a model's forwards
+    /// would cost more than they save: in a batch, one member's draft forwards run on the
+    /// cores every member's step waits for. A cheap drafter drafts as usual, a costly one
+    /// not at all; a mix drafts with its cheap parts.
+    fn draft_cheaply(&mut self, context: &[u32], budget: usize) -> TokenTree {
+        if self.is_costly() {
+            build::undrafted(context)
+        } else {
+            self.draft(context, budget)
+        }
+    }
+
+    /// Reads `prompt` ahead of the first draft where that is worth doing now (a draft
+    /// model's prefill, while the request is alone); otherwise the first draft catches up.
+    /// Cheap drafters index their text in `begin` and do nothing here.
+    fn read_ahead(&mut self, _prompt: &[u32]) {}
+
     /// The request ended with this output (the drafter may learn from it).
     fn end(&mut self, output: &[u32]);
 
@@ -126,6 +143,12 @@ impl<D: Drafter + ?Sized> Drafter for &mut D {
     }
     fn draft(&mut self, context: &[u32], budget: usize) -> TokenTree {
         (**self).draft(context, budget)
+    }
+    fn draft_cheaply(&mut self, context: &[u32], budget: usize) -> TokenTree {
+        (**self).draft_cheaply(context, budget)
+    }
+    fn read_ahead(&mut self, prompt: &[u32]) {
+        (**self).read_ahead(prompt)
     }
     fn end(&mut self, output: &[u32]) {
         (**self).end(output)

@@ -160,6 +160,30 @@ impl Drafter for MixDrafter {
     }
 
     fn draft(&mut self, context: &[u32], budget: usize) -> TokenTree {
+        self.draft_parts(context, budget, true)
+    }
+
+    fn draft_cheaply(&mut self, context: &[u32], budget: usize) -> TokenTree {
+        self.draft_parts(context, budget, false)
+    }
+
+    fn read_ahead(&mut self, prompt: &[u32]) {
+        for p in &mut self.parts {
+            p.drafter.read_ahead(prompt);
+        }
+    }
+
+    fn end(&mut self, output: &[u32]) {
+        for p in &mut self.parts {
+            p.drafter.end(output);
+        }
+    }
+}
+
+impl MixDrafter {
+    /// The merged tree of the parts' drafts; costly parts (a draft model) take part only
+    /// with `costly`.
+    fn draft_parts(&mut self, context: &[u32], budget: usize, costly: bool) -> TokenTree {
         if budget == 0 || self.parts.is_empty() {
             return undrafted(context);
         }
@@ -177,8 +201,7 @@ impl Drafter for MixDrafter {
             .collect();
         for i in order {
             let p = &mut self.parts[i];
-            let costly = p.drafter.is_costly();
-            if costly && self.copying {
+            if p.drafter.is_costly() && (self.copying || !costly) {
                 continue;
             }
             // Each part may propose up to the whole budget: merging and trimming by score
@@ -222,12 +245,6 @@ impl Drafter for MixDrafter {
         match context.last() {
             Some(&root) => self.builder.build(root, budget),
             None => TokenTree::new(),
-        }
-    }
-
-    fn end(&mut self, output: &[u32]) {
-        for p in &mut self.parts {
-            p.drafter.end(output);
         }
     }
 }

@@ -355,7 +355,17 @@ impl<'m> Engine<'m> {
         } else {
             policy.predicted()
         };
-        Generation::new(req, forced, seq, drafter, sink, policy)
+        // Only copying drafters read documents; a plain request re-tokenizes nothing.
+        let reflowed = if drafter.is_some() {
+            crate::reflow::reflowed_documents(
+                self.tokenizer,
+                &req.prompt,
+                &req.speculation.references,
+            )
+        } else {
+            Vec::new()
+        };
+        Generation::new(req, forced, seq, drafter, sink, policy, reflowed)
     }
 
     /// Runs one forward for every unfinished generation of `batch` together: a prefill
@@ -384,9 +394,11 @@ impl<'m> Engine<'m> {
         // batch's rows, the first member drafted as if alone (on the 1.5B at concurrency 6
         // every speculative configuration ran 8-11% below plain batching), and each member
         // had to pay alone for a forward that all members' drafts fill.
+        // A generation alone in the forward may draft with a model; in a batch none does.
+        let alone = extra.is_empty() && batch.iter().filter(|g| !g.is_finished()).count() == 1;
         let mut steps: Vec<Option<StepInput>> = batch
             .iter_mut()
-            .map(|g| g.plan(&self.cost, &mut load))
+            .map(|g| g.plan(&self.cost, &mut load, alone))
             .collect();
         let price = self.fair_share(batch, &mut steps, &mut load);
         // Only all-decode forwards are timed: the cost curve is of verifying trees (a

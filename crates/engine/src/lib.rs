@@ -31,6 +31,7 @@ mod load;
 mod method;
 pub mod pools;
 pub mod prefix_cache;
+mod reflow;
 mod request;
 pub mod scheduler;
 mod scope;

@@ -5,6 +5,7 @@
 
 mod batch;
 mod rows;
+mod sweep;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -16,6 +17,7 @@ use specdec_workloads::{Record, RecordClass};
 
 pub use batch::{run_forced_together, run_together, PoolSnapshot, Slot};
 pub use rows::{Divergence, HistorySize, RecordRow, SummaryRow};
+pub use sweep::{sweep_rows, throughput_plot, SweepRow};
 
 use crate::cost::{cost_curve, CostCurve};
 use crate::BenchError;
@@ -84,8 +86,13 @@ pub struct WorkloadRun {
     pub verify: &'static str,
     /// What the history-keeping methods' indexes hold at the end.
     pub history_index: Vec<HistorySize>,
-    /// The copy oracle's mean accepted length over plain's outputs.
+    /// The copy oracle's mean accepted length over plain's outputs (its reach: copying
+    /// all it can every step, see [`crate::oracle`]).
     pub copy_oracle_mean_accepted_length: f64,
+    /// The copy oracle's speedup over plain decoding on the cost curve, each step copying
+    /// only as deep as pays (see [`crate::oracle::copy_oracle`]): the ceiling of any
+    /// copying drafter on these outputs and this machine.
+    pub copy_oracle_ceiling: f64,
     /// A perfect drafter's speedup on the cost curve, drafting at most the run's budget
     /// (see [`CostCurve::perfect_drafter`]): the ceiling of any drafter on this machine.
     pub perfect_drafter_ceiling: f64,
@@ -128,6 +135,8 @@ pub fn run(
     let mut rows: Vec<Row> = Vec::new();
     let mut wall = vec![0f64; methods.len()];
     let (mut oracle_tokens, mut oracle_steps) = (0, 0);
+    // Modeled milliseconds of plain's decode steps and of the priced copy oracle's.
+    let (mut plain_ms, mut oracle_ms) = (0.0, 0.0);
     let mut done = 0;
     // Methods take turns on groups of records (one record at a time without concurrency);
     // within a group up to `concurrency` records are in flight, refilled as they finish,
@@ -198,6 +207,20 @@ pub fn run(
                         &out.token_ids,
                         opts.max_draft,
                     );
+                    let written: Vec<u32> = out
+                        .token_ids
+                        .iter()
+                        .chain(&out.stop_token)
+                        .copied()
+                        .collect();
+                    oracle_ms += crate::oracle::copy_oracle(
+                        &p.request.prompt,
+                        &p.request.speculation.references,
+                        &written,
+                        opts.max_draft,
+                        &curve,
+                    )
+                    .ms;
                 }
                 let first_divergence = match plain.get(k) {
                     Some((plain, _, _)) => {
@@ -207,6 +230,7 @@ pub fn run(
                 };
                 let mut row = record_row(&curve, r, m.name(), reps, out, first_divergence);
                 if mi == 0 {
+                    plain_ms += row.modeled_decode_ms;
                     plain.push((
                         out.token_ids.clone(),
                         row.tokens_per_second,
@@ -253,6 +277,7 @@ pub fn run(
         verify: opts.verify,
         history_index,
         copy_oracle_mean_accepted_length: oracle_tokens as f64 / oracle_steps.max(1) as f64,
+        copy_oracle_ceiling: plain_ms / oracle_ms.max(1e-9),
         perfect_drafter_ceiling: ceiling.0,
         perfect_drafter_nodes: ceiling.1,
         cost_curve: curve,

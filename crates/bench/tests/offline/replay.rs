@@ -3,7 +3,7 @@
 //! replay equal the real run's, and the output is the recording's.
 
 use specdec_bench::cost::CostCurve;
-use specdec_bench::replay::{replay, summarize, Recorded};
+use specdec_bench::replay::{replay, summarize, Recorded, COPY_ORACLE};
 use specdec_bench::workload::method_pool;
 use specdec_bench::BenchError;
 use specdec_engine::budget::CostModel;
@@ -82,8 +82,20 @@ fn a_replay_takes_the_real_runs_steps_without_its_forwards() {
     let shape = ReplayTarget::new(fake.config());
     let mut engine =
         Engine::new(&shape, &tok).with_cost_model(CostModel::measured(curve().points()).unwrap());
-    let rows = replay(&mut engine, &curve(), &recorded, &methods).unwrap();
+    let all = replay(&mut engine, &curve(), &recorded, &methods, 32).unwrap();
+    let (oracle, rows): (Vec<_>, Vec<_>) = all.into_iter().partition(|r| r.method == COPY_ORACLE);
     assert_eq!(rows.len(), outs.len());
+    // The copy oracle's plan is at least as cheap as the reference drafter's (which copies
+    // only from what the oracle may copy from), and no slower than plain.
+    for (o, mine) in oracle.iter().zip(rows.chunks(methods.len())) {
+        assert_eq!(o.completion_tokens, mine[0].completion_tokens, "{}", o.id);
+        assert!(o.modeled_decode_ms <= mine[0].modeled_decode_ms, "{}", o.id);
+        assert!(
+            o.modeled_decode_ms <= mine[1].modeled_decode_ms + 1e-9,
+            "{}",
+            o.id
+        );
+    }
     let mut drafted = 0;
     for (row, out) in rows.iter().zip(&outs) {
         assert_eq!(row.completion_tokens, out.completion_tokens, "{}", row.id);
@@ -129,7 +141,7 @@ fn a_recording_from_another_vocabulary_is_an_error_not_a_replay() {
         output: vec![5, tok.vocab_size() as u32 + 3],
         stop_token: None,
     };
-    let err = replay(&mut engine, &curve(), &[rec], &[DraftMethod::Suffix]).unwrap_err();
+    let err = replay(&mut engine, &curve(), &[rec], &[DraftMethod::Suffix], 32).unwrap_err();
     assert!(matches!(err, BenchError::ReplayToken { .. }), "{err}");
     assert!(err.to_string().contains("vocabulary"), "{err}");
 }

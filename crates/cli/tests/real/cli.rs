@@ -304,6 +304,45 @@ fn bench_workload_reports_records_and_summary() {
         assert!(auto[key].as_f64().unwrap() > 0.0, "{key}: {v}");
     }
 
+    let ceiling = v["copy_oracle_ceiling"].as_f64().unwrap();
+    assert!(ceiling >= 1.0, "{v}");
+
+    // Several concurrencies: one run each, and throughput against concurrency, in the
+    // JSON and in the report (a plot, and each run's report beside it).
+    let dir = std::env::temp_dir().join(format!("specdec-sweep-{}", std::process::id()));
+    let o = specdec(&[
+        "bench",
+        "--workload",
+        wl,
+        "--draft",
+        "none,auto",
+        "--concurrency",
+        "1,3",
+        "--json",
+        "--report",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let runs = v["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2, "{v}");
+    assert_eq!(
+        (
+            runs[0]["concurrency"].as_u64(),
+            runs[1]["concurrency"].as_u64()
+        ),
+        (Some(1), Some(3))
+    );
+    let rows = v["throughput"].as_array().unwrap();
+    assert_eq!(rows.len(), 4, "2 concurrencies x 2 methods: {v}");
+    assert_eq!(rows[0]["vs_lowest_concurrency"].as_f64(), Some(1.0), "{v}");
+    assert!(rows
+        .iter()
+        .all(|r| r["aggregate_tokens_per_second"].as_f64().unwrap() > 0.0));
+    assert!(dir.join("throughput.svg").exists());
+    assert!(dir.join("concurrency-3").join("index.md").exists());
+    std::fs::remove_dir_all(dir).ok();
+
     let bad = temp_file("bad.jsonl", b"{\"id\": \"x\", \"promt\": \"typo\"}\n");
     let o = specdec(&["bench", "--workload", bad.to_str().unwrap()]);
     assert_clean_error(&o, "line 1: unknown field `promt`");

@@ -10,6 +10,7 @@ mod common;
 mod draft_model;
 mod fair_share;
 mod fake;
+mod reflow;
 mod scheduled_beams;
 
 /// The models this tier runs the any-model tests on.
