@@ -400,7 +400,7 @@ impl Drafter for ModelDrafter {
         "model"
     }
 
-    fn begin(&mut self, prompt: &[u32], _references: &[Vec<u32>]) {
+    fn begin(&mut self, _prompt: &[u32], _references: &[Vec<u32>]) {
         self.last_chain.clear();
         // The first steps are not drafted (see `ModelDrafterConfig::undrafted_steps`);
         // idle steps end with a probe.
@@ -408,7 +408,6 @@ impl Drafter for ModelDrafter {
         self.idle = if skip > 0 { skip + 1 } else { 0 };
         self.probing = false;
         // The prompt is read in `read_ahead` (a request alone) or by the first draft.
-        let _ = prompt;
     }
 
     fn read_ahead(&mut self, prompt: &[u32]) {

@@ -22,10 +22,9 @@ const MAX_REFLOWED_TOKENS: usize = 1 << 16;
 
 /// The paragraphs of `text` that change when their wrapped lines are joined (one space
 /// for a line break, one space for a run of spaces), each unwrapped, separated by blank
-/// lines; `None` when no paragraph changes. A line is joined to the next when both are
-/// prose: neither is indented or blank, neither starts a list item, quote, heading, table
-/// or code fence, and the first is long enough to have been wrapped and does not open a
-/// literal block (`::`).
+/// lines; `None` when no paragraph changes. A line is joined to the next when both read
+/// as prose at the same indentation (see `prose_indent`) and the first is long enough to
+/// have been wrapped and does not open a literal block (`::`).
 pub(crate) fn unwrapped_paragraphs(text: &str) -> Option<String> {
     let lines: Vec<&str> = text.split('\n').collect();
     let mut out = String::new();

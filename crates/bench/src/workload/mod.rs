@@ -141,8 +141,15 @@ pub fn run(
     // Methods take turns on groups of records (one record at a time without concurrency);
     // within a group up to `concurrency` records are in flight, refilled as they finish,
     // so the group's tail is the only time the batch runs short. Repetitions take turns
-    // the same way: none, m1, m2, none, m1, m2, ...
-    let group_size = if concurrency == 1 { 1 } else { 4 * concurrency };
+    // the same way: none, m1, m2, none, m1, m2, ... With nothing to take turns with (one
+    // method, one repetition), the whole workload is one group: a group's tail is time
+    // the batch runs short, which plain batching's throughput should not pay for each
+    // 32 records.
+    let group_size = match (concurrency, methods.len() * repeats) {
+        (1, _) => 1,
+        (_, 1) => work.len().max(1),
+        _ => 4 * concurrency,
+    };
     for group in work.chunks(group_size) {
         // What the methods learned before this group: their pools and the acceptance that
         // sizes their drafts. Each repetition starts from it, so none drafts from what an
