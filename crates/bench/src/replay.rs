@@ -64,7 +64,7 @@ pub struct ReplayRow {
     pub draft_ms: f64,
 }
 
-/// The name of the rows of the priced copy oracle (see [`crate::oracle::copy_oracle`]),
+/// The name of the rows of the priced copy oracle (see [`crate::oracle::Copyable::cheapest`]),
 /// which every replay adds after the methods': the ceiling of any copying drafter on
 /// each record.
 pub const COPY_ORACLE: &str = "copy-oracle";
@@ -139,13 +139,13 @@ pub fn replay(
                 draft_ms: out.spec.draft_time.as_secs_f64() * 1e3,
             });
         }
-        let plan = crate::oracle::copy_oracle(
+        let plan = crate::oracle::Copyable::new(
             &r.request.prompt,
             &r.request.speculation.references,
             &expected[r.request.prompt.len()..],
             budget,
-            curve,
-        );
+        )
+        .cheapest(curve);
         let mut accepted_by_position = vec![0; plan.steps_by_size.len().saturating_sub(1)];
         for (k, &n) in plan.steps_by_size.iter().enumerate() {
             for reached in &mut accepted_by_position[..k] {

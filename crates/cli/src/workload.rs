@@ -161,6 +161,9 @@ pub fn run(opts: &Options) -> anyhow::Result<()> {
         .map(|n| n.to_string_lossy().into_owned());
     let sweep = opts.concurrency.len() > 1;
     let mut runs = Vec::new();
+    // The last run's scheduler, whose pool `--trie` saves: saved after each run, the file
+    // would be loaded by the next run's engine, which is to start fresh.
+    let mut last = None;
     for &concurrency in &opts.concurrency {
         // A fresh engine per concurrency: no run sizes its drafts on what an earlier one
         // learned, and each measures its own cost curve.
@@ -194,13 +197,14 @@ pub fn run(opts: &Options) -> anyhow::Result<()> {
             }
             print_run(&run, opts);
         }
-        if let Some(path) = &opts.drafting.trie {
-            let last = method_pool(*methods.last().expect("one method"));
-            let pool = sched.engine_mut().pools_mut().pool(Some(&last))?;
-            pool.save(path)
-                .with_context(|| format!("saving trie {} and its history", path.display()))?;
-        }
         runs.push(run);
+        last = Some(sched);
+    }
+    if let (Some(path), Some(sched)) = (&opts.drafting.trie, last.as_mut()) {
+        let pool = method_pool(*methods.last().expect("one method"));
+        let pool = sched.engine_mut().pools_mut().pool(Some(&pool))?;
+        pool.save(path)
+            .with_context(|| format!("saving trie {} and its history", path.display()))?;
     }
     let throughput = sweep.then(|| workload::sweep_rows(&runs));
     if opts.json {

@@ -59,11 +59,8 @@ pub(crate) fn unwrapped_paragraphs(text: &str) -> Option<String> {
 }
 
 /// The tokens of `text`'s unwrapped paragraphs, as a copy source beside `text`'s own
-/// tokens; `None` when nothing is wrapped (or `tokens` is too long to re-tokenize).
-pub(crate) fn reflowed(tok: &Tokenizer, tokens: &[u32]) -> Option<Vec<u32>> {
-    if tokens.len() > MAX_REFLOWED_TOKENS {
-        return None;
-    }
+/// tokens; `None` when nothing is wrapped. (Its caller bounds what it re-tokenizes.)
+fn reflowed(tok: &Tokenizer, tokens: &[u32]) -> Option<Vec<u32>> {
     let text = tok.decode(tokens, true);
     let unwrapped = unwrapped_paragraphs(&text)?;
     match tok.encode(&unwrapped, false) {

@@ -90,7 +90,7 @@ pub struct WorkloadRun {
     /// all it can every step, see [`crate::oracle`]).
     pub copy_oracle_mean_accepted_length: f64,
     /// The copy oracle's speedup over plain decoding on the cost curve, each step copying
-    /// only as deep as pays (see [`crate::oracle::copy_oracle`]): the ceiling of any
+    /// only as deep as pays (see [`crate::oracle::Copyable::cheapest`]): the ceiling of any
     /// copying drafter on these outputs and this machine.
     pub copy_oracle_ceiling: f64,
     /// A perfect drafter's speedup on the cost curve, drafting at most the run's budget
@@ -208,26 +208,22 @@ pub fn run(
                 let out = &reps[median_rep(reps)];
                 if mi == 0 {
                     oracle_tokens += out.token_ids.len();
-                    oracle_steps += crate::oracle::copy_steps(
-                        &p.request.prompt,
-                        &p.request.speculation.references,
-                        &out.token_ids,
-                        opts.max_draft,
-                    );
+                    // The stop token's step is priced (plain's steps include it); the
+                    // reach counts the output's own tokens, as it always has.
                     let written: Vec<u32> = out
                         .token_ids
                         .iter()
                         .chain(&out.stop_token)
                         .copied()
                         .collect();
-                    oracle_ms += crate::oracle::copy_oracle(
+                    let copyable = crate::oracle::Copyable::new(
                         &p.request.prompt,
                         &p.request.speculation.references,
                         &written,
                         opts.max_draft,
-                        &curve,
-                    )
-                    .ms;
+                    );
+                    oracle_steps += copyable.reach_steps(out.token_ids.len());
+                    oracle_ms += copyable.cheapest(&curve).ms;
                 }
                 let first_divergence = match plain.get(k) {
                     Some((plain, _, _)) => {
