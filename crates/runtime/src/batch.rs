@@ -1,6 +1,6 @@
 //! What every forward does around its arithmetic, shared by [`crate::Model`] and
 //! [`crate::FakeTarget`] so that both accept, reject and commit exactly alike: input
-//! validation, scratch reservation, the pending nodes a commit checks, and assembling the
+//! validation, the context check, the pending nodes a commit checks, and assembling the
 //! requested logits.
 
 use std::ops::Range;
@@ -26,8 +26,8 @@ pub(crate) struct Batch {
 }
 
 impl Batch {
-    /// Checks every input (tokens below `vocab`, parents first, room in the context) and
-    /// reserves its scratch positions, in input order; the first failure is the error.
+    /// Checks every input (tokens below `vocab`, parents first, room in the context), in
+    /// input order; the first failure is the error.
     pub fn plan(inputs: &mut [SeqInput<'_>], vocab: usize) -> Result<Batch, RuntimeError> {
         let mut rows = Vec::new();
         let mut paths = Vec::new();
@@ -42,7 +42,7 @@ impl Batch {
             }
             input_rows.push(rows.len()..rows.len() + input.nodes.len());
             let node_paths = tree::paths(input.nodes, vocab)?;
-            input.seq.reserve(input.nodes.len())?;
+            input.seq.check_room(input.nodes.len())?;
             let base = input.seq.len();
             for (node, p) in node_paths.into_iter().enumerate() {
                 rows.push(RowInfo {

@@ -5,8 +5,8 @@
 //! tokens, then the node's ancestors from its root down to the node), so they are
 //! batch-invariant by construction. It tends to repeat the token a few positions back, so
 //! copying drafters get drafts accepted (and rejected), and it can be told to favour a
-//! stop token once paths are long enough. Its sequences are ordinary [`Sequence`]s
-//! without layers (no keys or values), and its forward checks and records inputs through
+//! stop token once paths are long enough. Its sequences keep only their tokens
+//! ([`Sequence::without_cache`]), and its forward checks and records inputs through
 //! the same code as [`Model::forward`](crate::Model::forward): the same token range, tree
 //! shape and context errors, and the same commit, prefix and fork behaviour.
 
@@ -39,6 +39,8 @@ pub struct FakeTarget {
     /// the same vocabulary, for drafts that agree in part or not at all.
     noise_salt: u64,
     salt: u64,
+    /// Wall time each forward takes (see `with_forward_time`).
+    forward_time: std::time::Duration,
 }
 
 impl FakeTarget {
@@ -50,6 +52,7 @@ impl FakeTarget {
             eos: None,
             noise_salt: 0,
             salt: 0,
+            forward_time: std::time::Duration::ZERO,
         }
     }
 
@@ -69,6 +72,14 @@ impl FakeTarget {
     /// and rarely on the rest of the order.
     pub fn with_noise_salt(mut self, salt: u64) -> Self {
         self.noise_salt = salt;
+        self
+    }
+
+    /// Makes every forward take at least `d` of wall time (its logits unchanged): tests of
+    /// deadlines, queues and cancellation need generations that are still running when
+    /// they look, which a fake answering in microseconds never is.
+    pub fn with_forward_time(mut self, d: std::time::Duration) -> Self {
+        self.forward_time = d;
         self
     }
 
@@ -139,12 +150,15 @@ impl Target for FakeTarget {
     }
 
     fn new_sequence(&self) -> Sequence {
-        Sequence::new(0, 1, 0, self.config.context_length)
+        Sequence::without_cache(self.config.context_length)
     }
 
     fn forward(&self, inputs: &mut [SeqInput<'_>]) -> Result<Vec<Logits>, RuntimeError> {
         let vocab = self.config.vocab;
         let batch = Batch::plan(inputs, vocab)?;
+        if !self.forward_time.is_zero() {
+            std::thread::sleep(self.forward_time);
+        }
         let wanted = Batch::wanted(inputs);
         let mut all = Vec::with_capacity(wanted.iter().map(|w| w.len()).sum::<usize>() * vocab);
         let mut path = Vec::new();

@@ -33,6 +33,7 @@ use std::sync::Arc;
 
 use specdec_kernels::{kt_index, AlignedF32};
 
+use crate::sequence::{SequenceState, TokenLog};
 use crate::RuntimeError;
 
 /// Positions per key block.
@@ -123,12 +124,12 @@ pub(crate) struct Run<'a> {
     pub v: &'a [f32],
 }
 
-/// One sequence's cache and its bookkeeping.
+/// One sequence's cache and its tokens: the CPU runtime's [`SequenceState`].
 ///
-/// `Clone` is a [`fork`](Sequence::fork): the copy shares the cache and either side's
-/// later writes leave the other unchanged.
+/// `Clone` is a fork: the copy shares the cache and either side's later writes leave the
+/// other unchanged.
 #[derive(Clone)]
-pub struct Sequence {
+pub(crate) struct KvCache {
     /// Frozen segments in position order; each is read up to the next one's start (the
     /// last one up to the tail's).
     frozen: Vec<Arc<Segment>>,
@@ -137,44 +138,25 @@ pub struct Sequence {
     tail: Arc<Segment>,
     n_kv: usize,
     head_dim: usize,
-    max_len: usize,
-    /// The last forward's nodes, to check commits against and take tokens from.
-    pending: Vec<crate::Node>,
-    /// Tokens committed so far, in order (their count is the committed length).
-    tokens: Vec<u32>,
+    /// The committed tokens (their count is the committed length) and the last forward's
+    /// nodes, to check commits against and take tokens from.
+    log: TokenLog,
 }
 
-impl Sequence {
+impl KvCache {
     pub(crate) fn new(n_layers: usize, n_kv: usize, head_dim: usize, max_len: usize) -> Self {
-        Sequence {
+        KvCache {
             frozen: Vec::new(),
             tail: Arc::new(Segment::zeroed(0, 0, n_layers * n_kv, head_dim)),
             n_kv,
             head_dim,
-            max_len,
-            pending: Vec::new(),
-            tokens: Vec::new(),
+            log: TokenLog::new(max_len),
         }
     }
 
     /// Number of committed tokens.
-    pub fn len(&self) -> usize {
-        self.tokens.len()
-    }
-
-    /// Whether no token is committed yet.
-    pub fn is_empty(&self) -> bool {
-        self.tokens.is_empty()
-    }
-
-    /// The committed tokens.
-    pub fn tokens(&self) -> &[u32] {
-        &self.tokens
-    }
-
-    /// The context length of the model this sequence belongs to.
-    pub fn max_len(&self) -> usize {
-        self.max_len
+    pub(crate) fn len(&self) -> usize {
+        self.log.len()
     }
 
     /// Floats of one position's keys and values over every layer and KV head.
@@ -185,17 +167,12 @@ impl Sequence {
     /// Makes room for `extra` scratch positions after the committed prefix, in a tail
     /// this sequence holds alone.
     pub(crate) fn reserve(&mut self, extra: usize) -> Result<(), RuntimeError> {
+        self.log.check_room(extra)?;
         let len = self.len();
         let need = len + extra;
-        if need > self.max_len {
-            return Err(RuntimeError::ContextOverflow {
-                needed: need,
-                limit: self.max_len,
-            });
-        }
         if Arc::get_mut(&mut self.tail).is_none() {
             // Shared: split, keeping the last forward's scratch rows for a commit.
-            let keep: Vec<usize> = (len..len + self.pending.len()).collect();
+            let keep: Vec<usize> = (len..len + self.log.pending().len()).collect();
             self.split_tail(&keep, need);
         }
         if need <= self.tail.end() {
@@ -206,7 +183,7 @@ impl Sequence {
         let end = need
             .max(start + self.tail.cap * 3 / 2)
             .max(start + 64)
-            .min(self.max_len)
+            .min(self.log.max_len())
             .next_multiple_of(BLOCK);
         let tail = Arc::get_mut(&mut self.tail).expect("the tail was made unique above");
         *tail = tail.with_cap(end - start);
@@ -301,40 +278,6 @@ impl Sequence {
         }
     }
 
-    pub(crate) fn set_pending(&mut self, nodes: &[crate::Node]) {
-        self.pending.clear();
-        self.pending.extend_from_slice(nodes);
-    }
-
-    /// Keeps the last forward's nodes `path` (a chain: the first a root, each next one a
-    /// child of the previous) as committed tokens and drops every other node.
-    pub fn commit(&mut self, path: &[usize]) -> Result<(), RuntimeError> {
-        if let Some(k) = specdec_tree::chain_break(&self.pending, path) {
-            let prev = k.checked_sub(1).map(|i| path[i]);
-            return Err(RuntimeError::BadCommit(format!(
-                "node {} is not a child of {prev:?} in the last forward",
-                path[k]
-            )));
-        }
-        let base = self.len();
-        let moves = path.iter().enumerate().any(|(depth, &j)| j != depth);
-        if moves {
-            if Arc::get_mut(&mut self.tail).is_some() {
-                self.gather_in_place(path);
-            } else {
-                // Shared (a fork or branch took the scratch rows along): the path goes
-                // straight to a tail of our own.
-                let keep: Vec<usize> = path.iter().map(|&j| base + j).collect();
-                self.split_tail(&keep, base + path.len());
-            }
-        }
-        for &j in path {
-            self.tokens.push(self.pending[j].token);
-        }
-        self.pending.clear();
-        Ok(())
-    }
-
     fn gather_in_place(&mut self, path: &[usize]) {
         let (d, bs) = (self.head_dim, self.key_block_stride());
         let base = self.len();
@@ -352,47 +295,47 @@ impl Sequence {
             }
         }
     }
+}
 
-    /// Commits every node of the last forward, which must have been a single chain.
-    pub fn commit_all(&mut self) -> Result<(), RuntimeError> {
-        let path: Vec<usize> = (0..self.pending.len()).collect();
-        self.commit(&path)
+impl SequenceState for KvCache {
+    fn log(&self) -> &TokenLog {
+        &self.log
     }
 
-    /// A sequence sharing this one's cache (copy-on-write): it continues exactly as this
-    /// one would, and writing to either never changes the other. Nothing is copied now;
-    /// each side's first write copies at most the partial last block (and the last
-    /// forward's scratch rows it still needs). The fork keeps the last forward's nodes, so
-    /// either side may commit any path of it.
-    pub fn fork(&self) -> Sequence {
-        self.clone()
+    fn log_mut(&mut self) -> &mut TokenLog {
+        &mut self.log
     }
 
-    /// A fork that commits the last forward's nodes `path` (a root-to-node chain, as for
-    /// [`commit`](Sequence::commit)). Call it before committing this sequence, once per
-    /// branch to keep: beam search continues several children of one forward this way.
-    pub fn branch(&self, path: &[usize]) -> Result<Sequence, RuntimeError> {
-        let mut b = self.fork();
-        b.commit(path)?;
-        Ok(b)
+    /// Nothing is copied now: each side's first write copies at most the partial last
+    /// block (and the last forward's scratch rows it still needs).
+    fn fork(&self) -> Box<dyn SequenceState> {
+        Box::new(self.clone())
     }
 
-    /// A fork holding only the first `len` committed tokens, for a request that shares
-    /// that prefix: it continues exactly as this sequence would have from there. It shares
-    /// the cache's blocks rather than copying them.
-    pub fn prefix(&self, len: usize) -> Sequence {
-        let mut s = self.fork();
-        s.truncate(len);
-        s
+    /// The accepted path's rows are gathered to the committed positions: in place in a
+    /// tail this sequence holds alone, else into a tail of its own.
+    fn commit(&mut self, path: &[usize]) -> Result<(), RuntimeError> {
+        self.log.check_commit(path)?;
+        let base = self.len();
+        let moves = path.iter().enumerate().any(|(depth, &j)| j != depth);
+        if moves {
+            if Arc::get_mut(&mut self.tail).is_some() {
+                self.gather_in_place(path);
+            } else {
+                // Shared (a fork or branch took the scratch rows along): the path goes
+                // straight to a tail of our own.
+                let keep: Vec<usize> = path.iter().map(|&j| base + j).collect();
+                self.split_tail(&keep, base + path.len());
+            }
+        }
+        self.log.accept(path);
+        Ok(())
     }
 
-    /// Bytes of cache memory attributed to this sequence: a segment it holds alone counts
-    /// whole (its allocation, growth headroom included); a segment it shares with other
-    /// sequences counts only the blocks this sequence reads (for the tail, up to its last
-    /// committed block). So a fork reports what its history occupies, and forks of one
-    /// sequence each count the shared blocks: the memory several sequences take together
-    /// is [`Sequence::memory_bytes_of`].
-    pub fn memory_bytes(&self) -> usize {
+    /// A segment held alone counts whole (its allocation, growth headroom included); a
+    /// shared one counts only the blocks this sequence reads (for the tail, up to its last
+    /// committed block).
+    fn memory_bytes(&self) -> usize {
         let per_position = self.floats_per_position() * std::mem::size_of::<f32>();
         let frozen_ends = self
             .frozen
@@ -420,26 +363,18 @@ impl Sequence {
         (frozen + tail) * per_position
     }
 
-    /// Bytes of cache memory `seqs` take together: every segment any of them holds,
-    /// counted once, at its whole allocation.
-    pub fn memory_bytes_of<'a>(seqs: impl IntoIterator<Item = &'a Sequence>) -> usize {
-        let mut seen = std::collections::HashSet::new();
-        let mut bytes = 0;
-        for s in seqs {
-            let per_position = s.floats_per_position() * std::mem::size_of::<f32>();
-            for seg in s.frozen.iter().chain([&s.tail]) {
-                if seen.insert(Arc::as_ptr(seg)) {
-                    bytes += seg.cap * per_position;
-                }
-            }
+    /// Every segment, by its address, at its whole allocation.
+    fn allocations(&self, each: &mut dyn FnMut(usize, usize)) {
+        let per_position = self.floats_per_position() * std::mem::size_of::<f32>();
+        for seg in self.frozen.iter().chain([&self.tail]) {
+            each(Arc::as_ptr(seg) as usize, seg.cap * per_position);
         }
-        bytes
     }
 
-    /// Frees the growth headroom of the segments this sequence holds alone: each keeps the
-    /// blocks it is read through (the tail: its committed blocks and the last forward's
-    /// scratch rows). Shared segments are left as they are.
-    pub fn shrink_to_fit(&mut self) {
+    /// Each segment held alone keeps the blocks it is read through (the tail: its
+    /// committed blocks and the last forward's scratch rows). Shared segments are left as
+    /// they are.
+    fn shrink_to_fit(&mut self) {
         let ends: Vec<usize> = self.frozen.iter().skip(1).map(|s| s.start).collect();
         let tail_start = self.tail.start;
         for (seg, end) in self
@@ -451,17 +386,15 @@ impl Sequence {
                 s.shrink(end - s.start);
             }
         }
-        let used = (self.len() + self.pending.len()).next_multiple_of(BLOCK) - tail_start;
+        let used = (self.len() + self.log.pending().len()).next_multiple_of(BLOCK) - tail_start;
         if let Some(t) = Arc::get_mut(&mut self.tail) {
             let cap = used.min(t.cap);
             t.shrink(cap);
         }
     }
 
-    /// Drops committed tokens after `len` (rollback to an earlier state).
-    pub fn truncate(&mut self, len: usize) {
-        self.tokens.truncate(len);
-        self.pending.clear();
+    fn truncate(&mut self, len: usize) {
+        self.log.truncate(len);
         // The segment holding position `len` becomes the tail again (written only once it
         // is this sequence's alone); later segments are released.
         let len = self.len();

@@ -9,8 +9,9 @@
 //! Modules: `model` (the [`Model`] and its forward over token trees: loading, attention,
 //! the logits head, per-phase profiling), `arch` (what each architecture's layers have:
 //! Llama, Qwen2, Gemma 3), `config`/`metadata` (the [`ModelConfig`] read from GGUF
-//! metadata), `weights` (tensors repacked for the kernels), `kv` (the per-sequence cache
-//! with draft scratch, commit and copy-on-write forks), `ops` (row-wise float steps),
+//! metadata), `weights` (tensors repacked for the kernels), `sequence` (the [`Sequence`]
+//! handle every target's sequences share, over a backend's own state), `kv` (the CPU
+//! runtime's per-sequence cache with draft scratch, commit and copy-on-write forks), `ops` (row-wise float steps),
 //! `batch`/`tree` (validation shared by every forward), `target` (the [`Target`] seam the
 //! engine decodes through) and `fake` ([`FakeTarget`], a deterministic stand-in for tests).
 
@@ -23,6 +24,7 @@ mod metadata;
 mod model;
 mod ops;
 mod replay;
+mod sequence;
 mod target;
 mod tree;
 mod weights;
@@ -30,9 +32,9 @@ mod weights;
 pub use arch::{Activation, ArchSpec, LayerSpec, OutputHead, RopeSpec};
 pub use config::{Arch, ModelConfig, RopeStyle};
 pub use fake::FakeTarget;
-pub use kv::Sequence;
 pub use model::{ForwardProfile, ForwardWork, Logits, Model, Phase, SeqInput, Want};
 pub use replay::ReplayTarget;
+pub use sequence::{Sequence, SequenceState, TokenLog};
 pub use specdec_kernels::{Ceilings, Executor, Isa, WeightFormat};
 pub use specdec_tree::{Node, TokenTree};
 pub use target::Target;
@@ -65,6 +67,11 @@ pub enum RuntimeError {
     /// A commit's path is not a root-to-node chain of the last forward's nodes.
     #[error("invalid commit: {0}")]
     BadCommit(String),
+    /// A forward was handed a sequence another target made (its cache is not this one's).
+    #[error(
+        "the sequence was made by another target ({0}): each target runs only its own sequences"
+    )]
+    ForeignSequence(&'static str),
     /// A forward would take a sequence past its context length.
     #[error("context overflow: {needed} tokens needed, the model's context is {limit}")]
     ContextOverflow {

@@ -37,7 +37,7 @@ impl Target for ReplayTarget {
     }
 
     fn new_sequence(&self) -> Sequence {
-        Sequence::new(0, 1, 0, self.config.context_length)
+        Sequence::without_cache(self.config.context_length)
     }
 
     fn forward(&self, inputs: &mut [SeqInput<'_>]) -> Result<Vec<Logits>, RuntimeError> {

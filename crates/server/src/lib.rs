@@ -32,7 +32,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use specdec_engine::{DraftMethod, Loaded, PoolLimits, PoolName, Pools};
+use specdec_engine::{
+    DraftMethod, DraftModel, Loaded, ModelMeta, PoolLimits, PoolName, Pools, Target,
+};
 use specdec_rec::recommend::CatalogueSource;
 
 pub use backend::Backend;
@@ -162,45 +164,28 @@ pub fn check_model_id(id: &str) -> Result<(), ServerError> {
     Ok(())
 }
 
+/// What a server runs: a target, its tokenizer, template and configuration, and the
+/// draft model beside it. [`Server::load`] makes one from the model file; tests of the
+/// server give a fake target and a tokenizer of its vocabulary instead.
+pub struct Served {
+    /// The model (or any [`Target`]) the engine thread decodes with.
+    pub target: Arc<dyn Target>,
+    /// Its configuration, tokenizer and chat template.
+    pub meta: ModelMeta,
+    /// The draft model of `config.draft_model`, loaded.
+    pub draft_model: Option<DraftModel>,
+}
+
 impl Server {
-    /// Loads the model and starts the engine thread.
+    /// Loads the model (and the draft model) and starts the engine thread.
     pub fn load(config: &ServerConfig) -> Result<Server, ServerError> {
-        let recommend = config.recommend;
-        if recommend.max_k == 0 || recommend.max_work == 0 {
-            return Err(ServerError::Config(
-                "the recommendation limits on k and work must be at least 1".into(),
-            ));
-        }
-        if config.max_concurrent == 0 || config.max_queue == 0 {
-            return Err(ServerError::Config(
-                "--max-concurrent and --max-queue must be at least 1".into(),
-            ));
-        }
-        if config
-            .api_key
-            .as_deref()
-            .is_some_and(|k| k.trim().is_empty())
-        {
-            return Err(ServerError::Config(
-                "the API key is empty: pass a key, or no --api-key (and no SPECDEC_API_KEY) to serve without one".into(),
-            ));
-        }
-        if let Some(id) = &config.model_id {
-            check_model_id(id)?;
-        }
-        if config.default_method == specdec_engine::DraftMethod::Model
-            && config.draft_model.is_none()
-        {
-            return Err(ServerError::Config(
-                "--draft model needs --draft-model NAME|FILE (a model of the target's vocabulary)"
-                    .into(),
-            ));
-        }
+        // The settings are refused before a 1 GB file is read.
+        check_config(config)?;
         let loaded = Loaded::open(&config.model, config.threads)?;
         // One draft model for text (`speculation.method: "model"`, a part of `auto`) and
         // for /v1/recommend's speculative beam search.
         let draft_model = match &config.draft_model {
-            Some(path) => Some(specdec_engine::DraftModel::load(
+            Some(path) => Some(DraftModel::load(
                 path,
                 &loaded.meta,
                 &config.model,
@@ -215,20 +200,32 @@ impl Server {
                  which it was not trained on; /v1/completions completes text as it is"
             );
         }
+        let served = Served {
+            target: Arc::new(loaded.model),
+            meta: loaded.meta,
+            draft_model,
+        };
+        Self::start(config, served)
+    }
+
+    /// Starts the engine thread over `served`: everything of `config` but the files of
+    /// the model, the draft model and the thread count, which made `served`.
+    pub fn start(config: &ServerConfig, served: Served) -> Result<Server, ServerError> {
+        check_config(config)?;
+        let Served {
+            target,
+            meta,
+            draft_model,
+        } = served;
         let id = config
             .model_id
             .clone()
             .unwrap_or_else(|| model_id(&config.model));
-        let frontend = Frontend::new(
-            &loaded.meta,
-            id,
-            config.default_method,
-            config.default_max_draft,
-        );
+        let frontend = Frontend::new(&meta, id, config.default_method, config.default_max_draft);
         let pools = Pools::open(
             config.trie.as_deref(),
             config.pools.clone(),
-            loaded.meta.config.vocab,
+            meta.config.vocab,
             specdec_engine::HistoryConfig {
                 max_tokens: config.history_tokens,
                 ..specdec_engine::HistoryConfig::default()
@@ -239,10 +236,9 @@ impl Server {
         let recommender = Recommender::load(
             config.catalogue.as_ref(),
             draft_model.as_ref(),
-            &loaded,
-            recommend,
+            &meta,
+            config.recommend,
         )?;
-        let model = Arc::new(loaded.model);
         let metrics = Arc::new(metrics::Metrics::new(&frontend.model_id));
         // Up to `max_concurrent` run and `max_queue` more wait, however fast the engine thread
         // takes them in.
@@ -253,7 +249,7 @@ impl Server {
             None => None,
         };
         let engine = worker::spawn(
-            model,
+            target,
             frontend.tokenizer.clone(),
             worker::Drafting { pools, shared },
             worker::WorkerConfig {
@@ -278,6 +274,40 @@ impl Server {
         });
         Ok(Server { state, engine })
     }
+}
+
+/// The settings a server refuses to start with, whatever it serves.
+fn check_config(config: &ServerConfig) -> Result<(), ServerError> {
+    let recommend = config.recommend;
+    if recommend.max_k == 0 || recommend.max_work == 0 {
+        return Err(ServerError::Config(
+            "the recommendation limits on k and work must be at least 1".into(),
+        ));
+    }
+    if config.max_concurrent == 0 || config.max_queue == 0 {
+        return Err(ServerError::Config(
+            "--max-concurrent and --max-queue must be at least 1".into(),
+        ));
+    }
+    if config
+        .api_key
+        .as_deref()
+        .is_some_and(|k| k.trim().is_empty())
+    {
+        return Err(ServerError::Config(
+            "the API key is empty: pass a key, or no --api-key (and no SPECDEC_API_KEY) to serve without one".into(),
+        ));
+    }
+    if let Some(id) = &config.model_id {
+        check_model_id(id)?;
+    }
+    if config.default_method == specdec_engine::DraftMethod::Model && config.draft_model.is_none() {
+        return Err(ServerError::Config(
+            "--draft model needs --draft-model NAME|FILE (a model of the target's vocabulary)"
+                .into(),
+        ));
+    }
+    Ok(())
 }
 
 /// After a shutdown's grace cancels the requests left, how long their connections get to

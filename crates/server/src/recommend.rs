@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 use specdec_engine::beam::{BeamOptions, BeamVerify};
-use specdec_engine::{Loaded, Tokenizer};
+use specdec_engine::{ModelMeta, Tokenizer};
 use specdec_rec::recommend::service::history_tokens;
 use specdec_rec::recommend::{CatalogueSource, ItemCatalogue};
 
@@ -104,13 +104,13 @@ impl Recommender {
     pub fn load(
         catalogue: Option<&CatalogueSource>,
         draft_model: Option<&specdec_engine::DraftModel>,
-        loaded: &Loaded,
+        meta: &ModelMeta,
         limits: RecommendLimits,
     ) -> Result<Option<Recommender>, ServerError> {
         let Some(source) = catalogue else {
             return Ok(None);
         };
-        let catalogue = source.load(&loaded.meta.tokenizer)?;
+        let catalogue = source.load(&meta.tokenizer)?;
         let draft = draft_model.cloned();
         tracing::info!(
             "/v1/recommend: {} catalogue entries from {}, {}",

@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 use specdec_engine::beam::BeamRunner;
 use specdec_engine::scheduler::Progress;
 use specdec_engine::{
-    Engine, GenerateOutput, GenerateRequest, Learned, Model, Outcome, Pools, Scheduler, Sink,
-    SpecStats, Tokenizer,
+    Engine, GenerateOutput, GenerateRequest, Learned, Outcome, Pools, Scheduler, Sink, SpecStats,
+    Target, Tokenizer,
 };
 use specdec_rec::recommend::service::{history_tokens, named};
 use specdec_rec::recommend::Recommendation;
@@ -371,7 +371,7 @@ impl Sharing {
 /// Starts the engine thread; it ends when every [`Queue`] is dropped and the work in
 /// flight is done, after saving the drafting state.
 pub fn spawn(
-    model: Arc<Model>,
+    model: Arc<dyn Target>,
     tokenizer: Arc<Tokenizer>,
     drafting: Drafting,
     config: WorkerConfig,

@@ -5,7 +5,7 @@
 use rand::{Rng, SeedableRng};
 
 use super::*;
-use crate::Node;
+use crate::{Node, Sequence};
 
 const LAYERS: usize = 2;
 const KV: usize = 2;
@@ -30,16 +30,29 @@ fn row(tokens: &[u32], layer: usize, kind: u64) -> Vec<f32> {
         .collect()
 }
 
+fn new_seq(head_dim: usize, max_len: usize) -> Sequence {
+    Sequence::new(KvCache::new(LAYERS, KV, head_dim, max_len))
+}
+
+fn kv(seq: &Sequence) -> &KvCache {
+    seq.state().expect("a CPU cache")
+}
+
+fn kv_mut(seq: &mut Sequence) -> &mut KvCache {
+    seq.state_mut().expect("a CPU cache")
+}
+
 /// What `Model::forward` does to the cache: reserve, write every node's rows, record.
 fn forward(seq: &mut Sequence, nodes: &[Node]) -> Result<(), RuntimeError> {
     let chains = specdec_tree::ancestor_chains(nodes).unwrap();
-    seq.reserve(nodes.len())?;
+    let cache = kv_mut(seq);
+    cache.reserve(nodes.len())?;
     for (j, chain) in chains.iter().enumerate() {
-        let mut path = seq.tokens().to_vec();
+        let mut path = cache.log().tokens().to_vec();
         path.extend(chain.iter().map(|&c| nodes[c].token));
         for layer in 0..LAYERS {
-            let pos = seq.len() + j;
-            seq.write(layer, pos, &row(&path, layer, 0), &row(&path, layer, 1));
+            let pos = cache.len() + j;
+            cache.write(layer, pos, &row(&path, layer, 0), &row(&path, layer, 1));
         }
     }
     seq.set_pending(nodes);
@@ -48,6 +61,7 @@ fn forward(seq: &mut Sequence, nodes: &[Node]) -> Result<(), RuntimeError> {
 
 /// Position `p` of layer `layer`, head `g`, read through the segments as attention does.
 fn read(seq: &Sequence, layer: usize, g: usize, p: usize) -> (Vec<f32>, Vec<f32>) {
+    let seq = kv(seq);
     let run = seq
         .runs(layer, g)
         .find(|r| r.start <= p && p < r.end)
@@ -61,12 +75,12 @@ fn read(seq: &Sequence, layer: usize, g: usize, p: usize) -> (Vec<f32>, Vec<f32>
 
 fn check(seq: &Sequence) {
     let mut prev_start = None;
-    for r in seq.runs(0, 0) {
+    for r in kv(seq).runs(0, 0) {
         assert_eq!(r.start % BLOCK, 0);
         assert!(prev_start.is_none_or(|s| s < r.start || r.end == r.start));
         prev_start = Some(r.start);
     }
-    assert!(seq.tail.start <= seq.len());
+    assert!(kv(seq).tail.start <= seq.len());
     assert_lines_aligned(seq);
     let t = seq.tokens();
     for p in 0..seq.len() {
@@ -110,7 +124,7 @@ fn random_path(rng: &mut impl Rng, nodes: &[Node]) -> Vec<usize> {
 fn every_sequence_reads_its_own_history_whatever_its_relatives_do() {
     for seed in 0..200 {
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-        let mut pool = vec![Sequence::new(LAYERS, KV, HD, 400)];
+        let mut pool = vec![new_seq(HD, 400)];
         let mut pending: Vec<Vec<Node>> = vec![Vec::new()];
         for _ in 0..80 {
             let i = rng.gen_range(0..pool.len());
@@ -179,7 +193,7 @@ fn every_sequence_reads_its_own_history_whatever_its_relatives_do() {
 fn assert_lines_aligned(seq: &Sequence) {
     for layer in 0..LAYERS {
         for g in 0..KV {
-            for r in seq.runs(layer, g) {
+            for r in kv(seq).runs(layer, g) {
                 assert_eq!(
                     r.k.as_ptr() as usize % 64,
                     0,
@@ -199,16 +213,16 @@ fn assert_lines_aligned(seq: &Sequence) {
 fn cache_rows_start_on_cache_lines_through_growth_splits_and_shrinking() {
     // A head size whose rows are not a multiple of 16 floats: only whole key blocks keep
     // each head's buffer on a line.
-    let mut seq = Sequence::new(LAYERS, KV, 5, 4096);
+    let mut seq = new_seq(5, 4096);
     for step in 0..40u32 {
-        seq.reserve(7).unwrap();
+        kv_mut(&mut seq).reserve(7).unwrap();
         let toks: Vec<u32> = (0..7).map(|i| step * 7 + i).collect();
         seq.set_pending(&Node::chain(&toks));
         seq.commit_all().unwrap();
         assert_lines_aligned(&seq);
     }
     let mut fork = seq.fork();
-    fork.reserve(3).unwrap();
+    kv_mut(&mut fork).reserve(3).unwrap();
     assert_lines_aligned(&fork);
     fork.shrink_to_fit();
     seq.shrink_to_fit();
@@ -218,7 +232,7 @@ fn cache_rows_start_on_cache_lines_through_growth_splits_and_shrinking() {
 
 #[test]
 fn forks_share_until_written_and_then_copy_one_block() {
-    let mut seq = Sequence::new(LAYERS, KV, HD, 4096);
+    let mut seq = new_seq(HD, 4096);
     let toks: Vec<u32> = (0..1000).map(|i| i % 50).collect();
     forward(&mut seq, &Node::chain(&toks)).unwrap();
     seq.commit_all().unwrap();

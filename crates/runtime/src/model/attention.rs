@@ -4,10 +4,10 @@ use std::ops::Range;
 
 use specdec_kernels::VecOps;
 
-use super::{Model, SeqInput};
+use super::Model;
 use crate::batch::RowInfo;
-use crate::kv::Sequence;
-use crate::RuntimeError;
+use crate::kv::KvCache;
+use crate::{Node, RuntimeError};
 
 /// Per-thread attention buffers, reused across calls.
 #[derive(Default)]
@@ -60,7 +60,8 @@ impl Model {
     #[allow(clippy::too_many_arguments)]
     pub(super) fn attention(
         &self,
-        inputs: &[SeqInput<'_>],
+        caches: &[&mut KvCache],
+        nodes: &[&[Node]],
         rows: &[RowInfo],
         blocks: &[Range<usize>],
         paths: &[Vec<usize>],
@@ -84,8 +85,8 @@ impl Model {
             let (bg, part) = (item / parts, item % parts);
             let (block, g) = (blocks[bg / n_kv].clone(), bg % n_kv);
             let heads = part * per..(part + 1) * per;
-            let input = &inputs[rows[block.start].item];
-            let (seq, nodes) = (&*input.seq, input.nodes.len());
+            let item = rows[block.start].item;
+            let (seq, nodes) = (&*caches[item], nodes[item].len());
             SCRATCH.with(|s| {
                 let mut s = s.borrow_mut();
                 let res = self.attend_block(
@@ -118,7 +119,7 @@ impl Model {
     fn attend_block<'s>(
         &self,
         ops: &VecOps,
-        (seq, nodes): (&Sequence, usize),
+        (seq, nodes): (&KvCache, usize),
         layer: usize,
         (g, heads): (usize, Range<usize>),
         block: std::ops::Range<usize>,

@@ -17,10 +17,11 @@ use specdec_kernels::{Executor, QuantizedRows};
 use crate::arch::ArchSpec;
 use crate::batch::Batch;
 use crate::config::ModelConfig;
-use crate::kv::Sequence;
+use crate::kv::KvCache;
 use crate::ops::{Rope, RopeTable};
 use crate::weights::Weights;
 use crate::Node;
+use crate::Sequence;
 
 use crate::RuntimeError;
 pub use footprint::ForwardWork;
@@ -167,12 +168,12 @@ impl Model {
 
     /// A new empty sequence.
     pub fn new_sequence(&self) -> Sequence {
-        Sequence::new(
+        Sequence::new(KvCache::new(
             self.config.n_layers,
             self.config.n_kv_heads,
             self.config.head_dim,
             self.config.context_length,
-        )
+        ))
     }
 
     /// Evaluates every input's nodes after its committed prefix and returns the requested
@@ -195,10 +196,23 @@ impl Model {
             paths,
             input_rows,
         } = Batch::plan(inputs, cfg.vocab)?;
+        let nodes: Vec<&[Node]> = inputs.iter().map(|i| i.nodes).collect();
+        // Each input's cache, with room for its nodes' scratch rows; a sequence of another
+        // target is refused before anything is written.
+        if inputs.iter().any(|i| i.seq.state::<KvCache>().is_none()) {
+            return Err(RuntimeError::ForeignSequence("not the CPU runtime's"));
+        }
+        let mut caches: Vec<&mut KvCache> = inputs
+            .iter_mut()
+            .filter_map(|i| i.seq.state_mut::<KvCache>())
+            .collect();
+        for (cache, nodes) in caches.iter_mut().zip(&nodes) {
+            cache.reserve(nodes.len())?;
+        }
         let n = rows.len();
         let mut x = vec![0f32; n * h];
         for (r, info) in rows.iter().enumerate() {
-            let token = inputs[info.item].nodes[info.node].token;
+            let token = nodes[info.item][info.node].token;
             let xr = &mut x[r * h..(r + 1) * h];
             self.weights.embedding.row(token, xr)?;
             if let Some(s) = self.spec.embedding_scale {
@@ -238,13 +252,13 @@ impl Model {
                     rows::norm_heads(&mut row[qd..qd + kvd], kn, cfg.rms_eps, &mut head_tmp);
                 }
                 ropes[spec.rope].apply(&mut row[..qd + kvd], info.pos);
-                let seq = &mut *inputs[info.item].seq;
-                let slot = seq.len() + info.node;
-                seq.write(li, slot, &row[qd..qd + kvd], &row[qd + kvd..]);
+                let cache = &mut *caches[info.item];
+                let slot = cache.len() + info.node;
+                cache.write(li, slot, &row[qd..qd + kvd], &row[qd + kvd..]);
             }
             prof.add(Phase::RopeKv, t);
             let t = prof.start();
-            self.attention(inputs, &rows, &blocks, &paths, li, &qkv, &mut attn)?;
+            self.attention(&caches, &nodes, &rows, &blocks, &paths, li, &qkv, &mut attn)?;
             prof.add(Phase::Attention, t);
             self.matmul(Phase::AttnOut, &layer.o, &attn, n, &mut qrows, &mut proj)?;
             warm(&layer.gate_up);
@@ -271,7 +285,7 @@ impl Model {
             self.add_residual(&mut x, &proj, layer.post_ffn_norm.as_deref(), &mut xn);
             prof.add(Phase::Norms, t);
         }
-        drop(ropes);
+        drop((ropes, caches));
         Batch::finish(inputs);
         let out = self.logits_rows(inputs, &input_rows, &x, &mut qrows);
         if let Some(l0) = self.weights.layers.first() {

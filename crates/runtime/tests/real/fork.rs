@@ -165,3 +165,37 @@ fn a_prefix_then_continuing_equals_the_original() {
         }
     }
 }
+
+/// A sequence is a handle over its target's own state: the model refuses one made by
+/// another target (here the fake's, which keeps no cache) before it writes anything, and
+/// the model's own sequences in the same batch are left as they were.
+#[test]
+fn a_sequence_of_another_target_is_refused_not_misread() {
+    use specdec_runtime::{FakeTarget, RuntimeError, Target};
+    let fake = FakeTarget::new(model().config().vocab, 64);
+    let mut foreign = fake.new_sequence();
+    let tokens = prompt(&mut rand::rngs::StdRng::seed_from_u64(7), 9);
+    let mut own = prefill(&tokens[..8]);
+    let nodes = Node::chain(&tokens[8..]);
+    let err = model()
+        .forward(&mut [
+            SeqInput {
+                seq: &mut own,
+                nodes: &nodes,
+                want: Want::Last,
+            },
+            SeqInput {
+                seq: &mut foreign,
+                nodes: &nodes,
+                want: Want::Last,
+            },
+        ])
+        .unwrap_err();
+    assert!(matches!(err, RuntimeError::ForeignSequence(_)), "{err}");
+    assert!(foreign.is_empty());
+    assert_eq!(own.len(), 8);
+    // Nothing of the refused forward is pending: the model's sequence decodes on as if
+    // it had never been sent.
+    assert!(own.commit_all().is_ok());
+    assert_eq!(own.len(), 8);
+}

@@ -5,18 +5,24 @@ use crate::common;
 use axum::http::StatusCode;
 use common::{config, post};
 use serde_json::json;
-use specdec_server::{router, Server, ServerConfig};
+use specdec_server::{router, ServerConfig};
+use std::time::Duration;
 use tower::ServiceExt;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_burst_admits_max_concurrent_plus_max_queue() {
     // Before: a burst of 64 against `--max-queue 4` admitted 4, whatever `--max-concurrent`.
     let (max_concurrent, max_queue) = (2, 3);
-    let server = Server::load(&ServerConfig {
-        max_concurrent,
-        max_queue,
-        ..config()
-    })
+    // Forwards that take time, so no stream ends while the burst is being admitted.
+    let target = common::fake_target().with_forward_time(Duration::from_millis(5));
+    let server = common::start_on(
+        &ServerConfig {
+            max_concurrent,
+            max_queue,
+            ..config()
+        },
+        target,
+    )
     .unwrap();
     let app = router(server.state.clone());
     // Greedy counting streams far longer than the test runs.

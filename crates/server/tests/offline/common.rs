@@ -1,5 +1,9 @@
-//! One server (the tiny synthetic model, an engine thread) per test binary, and request
-//! helpers.
+//! One server (a fake target, an engine thread) per test binary, and request helpers.
+//!
+//! The server's tests need a model for its vocabulary, tokenizer and template only: the
+//! tiny synthetic model's file gives those (no weights are read), and a [`FakeTarget`] of
+//! its vocabulary computes logits from the token path. Tests of what loading a file does
+//! (the draft model, config errors) call `Server::load` on the tiny model itself.
 
 #![allow(dead_code)] // each test binary uses part of this
 
@@ -11,7 +15,9 @@ use axum::http::{Request, StatusCode};
 use axum::Router;
 use http_body_util::BodyExt;
 use serde_json::{json, Value};
-use specdec_server::{router, AppState, Server, ServerConfig};
+use specdec_engine::ModelMeta;
+use specdec_runtime::FakeTarget;
+use specdec_server::{router, AppState, Served, Server, ServerConfig};
 use tower::ServiceExt;
 
 pub fn config() -> ServerConfig {
@@ -25,11 +31,40 @@ pub fn config() -> ServerConfig {
     }
 }
 
+/// The tiny model's configuration, tokenizer and template (no weights).
+pub fn meta() -> ModelMeta {
+    ModelMeta::open(specdec_testkit::tiny_model_path()).expect("tiny model's metadata")
+}
+
+/// A fake target of the tiny model's vocabulary and context.
+pub fn fake_target() -> FakeTarget {
+    let config = meta().config;
+    FakeTarget::new(config.vocab, config.context_length)
+}
+
+/// A server of `config` over `target`.
+pub fn start_on(
+    config: &ServerConfig,
+    target: FakeTarget,
+) -> Result<Server, specdec_server::ServerError> {
+    let served = Served {
+        target: Arc::new(target),
+        meta: meta(),
+        draft_model: None,
+    };
+    Server::start(config, served)
+}
+
+/// A server of `config` over the fake target.
+pub fn start(config: &ServerConfig) -> Result<Server, specdec_server::ServerError> {
+    start_on(config, fake_target())
+}
+
 /// The shared server's state; its engine thread lives as long as the test binary.
 pub fn state() -> Arc<AppState> {
     static S: OnceLock<Arc<AppState>> = OnceLock::new();
     S.get_or_init(|| {
-        let server = Server::load(&config()).expect("server loads");
+        let server = start(&config()).expect("server starts");
         std::mem::forget(server.engine);
         server.state
     })

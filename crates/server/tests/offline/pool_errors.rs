@@ -6,7 +6,7 @@ use crate::common;
 use axum::http::StatusCode;
 use common::{chat_body, config, post, send, send_json};
 use serde_json::{json, Value};
-use specdec_server::{router, Server, ServerConfig};
+use specdec_server::{router, ServerConfig};
 
 #[tokio::test]
 async fn a_broken_pool_file_is_reported_by_pool_name_without_the_servers_paths() {
@@ -15,7 +15,7 @@ async fn a_broken_pool_file_is_reported_by_pool_name_without_the_servers_paths()
     let _ = std::fs::remove_dir_all(&dir);
     // A folder where the pool's trie file should be: unreadable as a pool.
     std::fs::create_dir_all(dir.join("broken.trie")).unwrap();
-    let server = Server::load(&ServerConfig {
+    let server = common::start(&ServerConfig {
         pools: Some(dir.clone()),
         ..config()
     })

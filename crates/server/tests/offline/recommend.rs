@@ -48,7 +48,7 @@ fn titles() -> Vec<String> {
 fn state() -> Arc<AppState> {
     static S: OnceLock<Arc<AppState>> = OnceLock::new();
     S.get_or_init(|| {
-        let server = Server::load(&ServerConfig {
+        let server = common::start(&ServerConfig {
             catalogue: Some(CatalogueSource::Titles(titles())),
             max_concurrent: 2,
             ..common::config()
@@ -130,12 +130,11 @@ async fn the_server_gives_the_list_the_library_gives_and_exact_searches_agree() 
         assert!((a - b).abs() < 1e-6, "{served} vs {plain}");
     }
 
-    // The CLI's path: the library on its own copy of the model.
-    let path = common::config().model;
-    let loaded = specdec_engine::Loaded::open(&path, 2).unwrap();
-    let tok = loaded.meta.tokenizer.clone();
+    // The CLI's path: the library on its own copy of the target.
+    let target = common::fake_target();
+    let tok = common::meta().tokenizer;
     let catalogue = ItemCatalogue::from_titles(titles(), &tok).unwrap();
-    let mut runner = BeamRunner::new(&loaded.model, None).unwrap();
+    let mut runner = BeamRunner::new(&target, None).unwrap();
     let history: Vec<String> = HISTORY.map(String::from).to_vec();
     let direct = recommend(
         &mut runner,

@@ -364,7 +364,7 @@ async fn health_says_503_after_the_engines_steps_all_fail() {
 
 #[tokio::test]
 async fn health_says_503_once_the_engine_thread_ended() {
-    let server = specdec_server::Server::load(&common::config()).unwrap();
+    let server = common::start(&common::config()).unwrap();
     let metrics = server.state.metrics.clone();
     let app = router(state_with_metrics(metrics));
     assert_eq!(send(app.clone(), get("/health")).await.0, StatusCode::OK);

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
 use serde_json::{json, Value};
-use specdec_server::{router, AppState, Server};
+use specdec_server::{router, AppState};
 use specdec_testkit::RedisServer;
 
 use crate::common::{chat_body, config, get, post, send, send_json};
@@ -18,7 +18,7 @@ fn replica(url: &str) -> std::sync::Arc<AppState> {
         prefix_cache_bytes: 0,
         ..config()
     };
-    let server = Server::load(&cfg).expect("server loads");
+    let server = crate::common::start(&cfg).expect("server starts");
     std::mem::forget(server.engine);
     server.state
 }

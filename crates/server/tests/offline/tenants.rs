@@ -10,12 +10,12 @@ use axum::http::StatusCode;
 use common::{chat_body, config, post, send_json};
 use serde_json::{json, Value};
 use specdec_engine::{PoolLimits, PoolName};
-use specdec_server::{router, AppState, Server, ServerConfig};
+use specdec_server::{router, AppState, ServerConfig};
 
 fn state() -> Arc<AppState> {
     static S: OnceLock<Arc<AppState>> = OnceLock::new();
     S.get_or_init(|| {
-        let server = Server::load(&ServerConfig {
+        let server = common::start(&ServerConfig {
             pool_limits: PoolLimits {
                 max_named: 2,
                 ..config().pool_limits

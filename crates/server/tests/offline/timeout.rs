@@ -8,16 +8,21 @@ use std::time::Duration;
 use axum::http::StatusCode;
 use common::{config, post, send_json};
 use serde_json::json;
-use specdec_server::{router, serve_with, ConnectionLimits, Server, ServerConfig};
+use specdec_server::{router, serve_with, ConnectionLimits, ServerConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 #[tokio::test]
 async fn a_request_past_the_timeout_is_a_504() {
-    let server = Server::load(&ServerConfig {
-        timeout: Duration::from_millis(1),
-        ..config()
-    })
+    // A forward outlasts the deadline.
+    let target = common::fake_target().with_forward_time(Duration::from_millis(5));
+    let server = common::start_on(
+        &ServerConfig {
+            timeout: Duration::from_millis(1),
+            ..config()
+        },
+        target,
+    )
     .unwrap();
     let app = router(server.state.clone());
     let body = json!({"model": "smol", "messages": [{"role": "user", "content": "Tell a long story."}],
@@ -57,7 +62,7 @@ async fn serve_limited(
     tokio::sync::oneshot::Sender<()>,
     tokio::task::JoinHandle<std::io::Result<()>>,
 ) {
-    let server = Server::load(&config()).unwrap();
+    let server = common::start(&config()).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -186,7 +191,7 @@ async fn a_stream_nobody_reads_is_cancelled_and_frees_its_slot() {
     // Before: events piled up without bound and the request held its slot to the end.
     use http_body_util::BodyExt;
     use tower::ServiceExt;
-    let server = Server::load(&config()).unwrap();
+    let server = common::start(&config()).unwrap();
     let app = router(server.state.clone());
     let body = json!({"model": "smol", "prompt": "1, 2, 3, 4, 5, 6, 7, 8, 9, 10,",
         "max_tokens": 4000, "temperature": 0, "stream": true});
