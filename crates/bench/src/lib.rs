@@ -1,6 +1,8 @@
 //! specdec's benchmark library: what the benchmarks measure with, apart from the command
 //! line that runs them.
 //!
+//! - [`beams`]: AtSpeed's benchmark, plain, jump-forward and speculative beam search over
+//!   held-out users, with ranking quality and every exact list checked against plain's;
 //! - [`knowledge`]: LASER's benchmark, knowledge generation under plain, strict and
 //!   relaxed speculation with no, one global or per-group pools, at concurrency 1 and N;
 //! - [`cost`]: the forward cost curve (one forward over n tree nodes after a prefix),
@@ -13,11 +15,12 @@
 //! - [`workload`]: the workload benchmark's harness (methods x records x repeats,
 //!   interleaved, outputs checked against plain decoding's, steps priced on the curve).
 //!
-//! `rec eval` (the beam-search benchmark) still lives in the `specdec` binary and uses
-//! these.
+//! The `specdec` binary's `bench` and `rec` commands parse flags and print what these
+//! return.
 
 mod error;
 
+pub mod beams;
 pub mod cost;
 pub mod knowledge;
 pub mod oracle;

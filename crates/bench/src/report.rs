@@ -269,14 +269,18 @@ pub fn acceptance_plot(methods: &[(String, Vec<usize>, usize)], file: &str) -> P
     }
 }
 
-/// Per-record speedups, sorted ascending, per method, captioned `title`: a quantile plot whose left end is
-/// the worst record (the never-slower promise is about that end), with 1x and 0.95x
-/// drawn in.
-pub fn speedup_distribution_plot(methods: &[(String, Vec<f64>)], file: &str, title: &str) -> Plot {
-    let mut series: Vec<Series> = methods
+/// Per-record values, sorted ascending, per method, captioned `title`: a quantile plot
+/// whose left end is the lowest record and right end the highest.
+pub fn distribution_plot(
+    methods: &[(String, Vec<f64>)],
+    file: &str,
+    title: &str,
+    y_label: &str,
+) -> Plot {
+    let series = methods
         .iter()
-        .map(|(name, speedups)| {
-            let mut s: Vec<f64> = speedups.iter().copied().filter(|v| v.is_finite()).collect();
+        .map(|(name, values)| {
+            let mut s: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
             s.sort_by(f64::total_cmp);
             let n = s.len().max(1) as f64;
             let points = s
@@ -287,18 +291,27 @@ pub fn speedup_distribution_plot(methods: &[(String, Vec<f64>)], file: &str, tit
             Series::new(name.clone(), points)
         })
         .collect();
-    series.push(Series::reference(
-        "plain (1x)",
-        vec![(0.0, 1.0), (1.0, 1.0)],
-    ));
-    series.push(Series::reference("0.95x", vec![(0.0, 0.95), (1.0, 0.95)]));
     Plot {
         file: file.into(),
         title: title.into(),
-        x_label: "records, worst to best (quantile)".into(),
-        y_label: "speedup vs plain".into(),
+        x_label: "records, lowest to highest (quantile)".into(),
+        y_label: y_label.into(),
         series,
     }
+}
+
+/// Per-record speedups as a [`distribution_plot`]: its left end is the worst record (the
+/// never-slower promise is about that end), with 1x and 0.95x drawn in.
+pub fn speedup_distribution_plot(methods: &[(String, Vec<f64>)], file: &str, title: &str) -> Plot {
+    let mut plot = distribution_plot(methods, file, title, "speedup vs plain");
+    plot.x_label = "records, worst to best (quantile)".into();
+    plot.series.push(Series::reference(
+        "plain (1x)",
+        vec![(0.0, 1.0), (1.0, 1.0)],
+    ));
+    plot.series
+        .push(Series::reference("0.95x", vec![(0.0, 0.95), (1.0, 0.95)]));
+    plot
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! The benchmark library without a model file: replays against real runs on a fake target.
 
+mod beams;
 mod knowledge;
 mod replay;
 mod roofline;
