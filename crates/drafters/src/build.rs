@@ -19,6 +19,8 @@ struct Candidate {
     source: Source,
     /// The longest match behind any contribution (0: none was a copy after a match).
     match_len: u32,
+    /// Whether any contribution was an unambiguous copy (see `Meta::unambiguous`).
+    unambiguous: bool,
     /// Combined (noisy-or) score of all contributions.
     score: f32,
     /// The largest single contribution: its source names the node.
@@ -159,6 +161,7 @@ impl TreeBuilder {
             next_sibling: next,
             source,
             match_len,
+            unambiguous: false,
             score: s,
             best: s,
             logprob: None,
@@ -200,10 +203,11 @@ impl TreeBuilder {
                         m.score * weight,
                         m.match_len,
                     );
+                    let c = &mut self.nodes[id];
+                    c.unambiguous |= m.unambiguous;
                     // A draft model's probability travels with its node (relaxed and
                     // beam verification, and draft sizing, read it).
                     if let Some(lp) = m.logprob {
-                        let c = &mut self.nodes[id];
                         c.logprob = Some(c.logprob.map_or(lp, |x| x.max(lp)));
                     }
                     Some(id)
@@ -213,6 +217,12 @@ impl TreeBuilder {
             map.push(id);
         }
         map
+    }
+
+    /// Marks node `id` as an unambiguous copy (see `Meta::unambiguous`): every occurrence
+    /// of the context it was copied after continues with its token.
+    pub fn mark_unambiguous(&mut self, id: usize) {
+        self.nodes[id].unambiguous = true;
     }
 
     /// Asks `build` to keep `id` and its ancestors before anything chosen by score (pins
@@ -287,6 +297,7 @@ impl TreeBuilder {
             let nd = self.nodes[i as usize];
             let meta = Meta {
                 logprob: nd.logprob,
+                unambiguous: nd.unambiguous,
                 ..Meta::copied(nd.source, nd.score, nd.match_len)
             };
             let me = out.push(nd.token, Some(parent), meta);

@@ -388,10 +388,8 @@ impl ModelDrafter {
 
 fn model_meta(reach: f32, q: f32) -> Meta {
     Meta {
-        source: Source::Model,
-        score: reach.clamp(0.0, 1.0),
         logprob: Some(q.max(f32::MIN_POSITIVE).ln()),
-        match_len: 0,
+        ..Meta::drafted(Source::Model, reach.clamp(0.0, 1.0))
     }
 }
 

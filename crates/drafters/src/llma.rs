@@ -81,6 +81,9 @@ struct Candidate {
     len: usize,
     /// Discovery order: most recent occurrences of the longest n-gram come first.
     order: usize,
+    /// Every occurrence of the suffix it was found by continues the same way (see
+    /// `Meta::unambiguous`).
+    unambiguous: bool,
 }
 
 /// Copies spans from references, prompt and output (LLMA, prompt lookup). See the module
@@ -169,8 +172,8 @@ impl ReferenceDrafter {
     }
 
     /// Adds the copy of document `doc` from `start` as a path scored `weight`, decaying
-    /// with depth.
-    fn add_copy(&mut self, doc: u32, start: usize, weight: f32) {
+    /// with depth; an `unambiguous` copy marks its first node so.
+    fn add_copy(&mut self, doc: u32, start: usize, weight: f32, unambiguous: bool) {
         let (periodic, source) = match doc {
             CTX if start < self.prompt_len => (true, Source::Prompt),
             CTX => (true, Source::Output),
@@ -184,6 +187,12 @@ impl ReferenceDrafter {
             s *= decay;
             v
         });
+        if let Some(id) = unambiguous
+            .then(|| self.builder.find(None, self.buf[0]))
+            .flatten()
+        {
+            self.builder.mark_unambiguous(id);
+        }
     }
 
     /// Continuation starts near the anchor while the output strays from it: the next
@@ -221,6 +230,14 @@ impl ReferenceDrafter {
         let mut order = 0;
         for n in (index.n_min()..=self.keys.len()).rev() {
             let suffix = &ctx[n_ctx - n..];
+            let level = cands.len();
+            // The continuation every occurrence of `suffix` examined agrees on so far
+            // (`None` once two disagree), over all of them, those found by a longer
+            // suffix too. Only disagreement counts, not how many agree: the same passage
+            // indexed twice (a reference and its unwrapped copy, the prompt quoting it) is
+            // one witness, and a passage quoted once is as unambiguous as one quoted
+            // thrice.
+            let mut agreed: Option<Option<&[u32]>> = None;
             for occ in index.occurrences(self.keys[n - 1]).take(self.cfg.max_scan) {
                 let doc = doc_of(ctx, refs, occ.doc);
                 let end = occ.end as usize;
@@ -229,7 +246,16 @@ impl ReferenceDrafter {
                 if end < n || end >= doc.len() || (occ.doc == CTX && end >= n_ctx) {
                     continue;
                 }
-                if &doc[end - n..end] != suffix || cands.iter().any(|c| c.occ == occ) {
+                if &doc[end - n..end] != suffix {
+                    continue;
+                }
+                let next = &doc[end..doc.len().min(end + AGREE)];
+                agreed = match agreed {
+                    None => Some(Some(next)),
+                    Some(Some(a)) if agrees(a, next) => Some(Some(a)),
+                    Some(_) => Some(None),
+                };
+                if cands.iter().any(|c| c.occ == occ) {
                     continue;
                 }
                 let mut len = n;
@@ -240,8 +266,16 @@ impl ReferenceDrafter {
                 {
                     len += 1;
                 }
-                cands.push(Candidate { occ, len, order });
+                cands.push(Candidate {
+                    occ,
+                    len,
+                    order,
+                    unambiguous: false,
+                });
                 order += 1;
+            }
+            if let Some(Some(_)) = agreed {
+                cands[level..].iter_mut().for_each(|c| c.unambiguous = true);
             }
             if cands.len() >= self.cfg.max_candidates {
                 break;
@@ -250,6 +284,17 @@ impl ReferenceDrafter {
         cands.sort_by(|a, b| b.len.cmp(&a.len).then(a.order.cmp(&b.order)));
         cands.truncate(self.cfg.max_candidates);
     }
+}
+
+/// Tokens of continuation on which all occurrences of a matched suffix must agree for its
+/// copy to be unambiguous (see `Meta::unambiguous`).
+const AGREE: usize = 2;
+
+/// Whether two occurrences' continuations agree (over the shorter, when one runs into the
+/// end of its document).
+fn agrees(a: &[u32], b: &[u32]) -> bool {
+    let n = a.len().min(b.len());
+    a[..n] == b[..n]
 }
 
 /// Document `id`: the live context, or a reference.
@@ -311,7 +356,7 @@ impl Drafter for ReferenceDrafter {
         self.resync_starts(&mut starts);
         if let Some(a) = self.anchor {
             for (i, &start) in starts.iter().enumerate() {
-                self.add_copy(a.doc, start, RESYNC_WEIGHT * 0.8f32.powi(i as i32));
+                self.add_copy(a.doc, start, RESYNC_WEIGHT * 0.8f32.powi(i as i32), false);
             }
         }
         self.starts = starts;
@@ -321,7 +366,7 @@ impl Drafter for ReferenceDrafter {
             // tokens deep before a second branch opens (depth pays more than width), yet
             // two agreeing older occurrences still outweigh one recent one.
             let w = match_confidence(c.len, 2.0) * 0.75f32.powi(rank as i32);
-            self.add_copy(c.occ.doc, c.occ.end as usize, w);
+            self.add_copy(c.occ.doc, c.occ.end as usize, w, c.unambiguous);
         }
         self.builder.build(root, budget)
     }

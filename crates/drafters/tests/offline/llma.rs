@@ -150,3 +150,36 @@ fn after_an_edit_inside_a_copy_the_draft_offers_where_the_copy_resumes() {
         );
     }
 }
+
+#[test]
+fn a_copy_is_unambiguous_when_every_occurrence_of_its_match_continues_alike() {
+    let first_nodes = |tree: &TokenTree| -> Vec<(u32, bool)> {
+        let mut v: Vec<(u32, bool)> = tree
+            .children(0)
+            .map(|i| (tree.nodes()[i].token, tree.meta()[i].unambiguous))
+            .collect();
+        v.sort();
+        v
+    };
+    // The same passage indexed twice (a reference and its unwrapped copy) is one witness.
+    let twice = vec![vec![10, 11, 12, 13, 14], vec![20, 11, 12, 13, 14]];
+    let mut d = ReferenceDrafter::default();
+    d.begin(&[0, 11], &twice);
+    assert_eq!(first_nodes(&d.draft(&[0, 11], 32)), vec![(12, true)]);
+    // "11" continues as 12 13 in one place and 15 16 in another: ambiguous. After the
+    // longer "10 11", found once, the copy of 12 is not, while the branch copied after
+    // the ambiguous "11" alone stays so.
+    let apart = vec![vec![10, 11, 12, 13], vec![20, 11, 15, 16]];
+    let mut d = ReferenceDrafter::default();
+    d.begin(&[0, 11], &apart);
+    assert_eq!(
+        first_nodes(&d.draft(&[0, 11], 32)),
+        vec![(12, false), (15, false)]
+    );
+    let mut d = ReferenceDrafter::default();
+    d.begin(&[0, 10, 11], &apart);
+    assert_eq!(
+        first_nodes(&d.draft(&[0, 10, 11], 32)),
+        vec![(12, true), (15, false)]
+    );
+}

@@ -1,18 +1,31 @@
 //! Acceptance rates: keyed per (source, evidence of the branch, depth, first-or-later
 //! sibling), learned online per request and carried across requests per drafter. The
 //! evidence is the match length behind a copy where the drafter gives one (a copy after a
-//! 300-token match is accepted far more often than one after 3), else the drafter's score.
+//! 300-token match is accepted far more often than one after 3), else the drafter's score;
+//! a copy on weak evidence that is not ambiguous (see `UNAMBIGUOUS`) has a bucket of its
+//! own.
 
 use specdec_drafters::{Source, TokenTree};
 
 pub(super) const DEPTHS: usize = 16;
 pub(super) const SOURCES: usize = 8;
 /// Buckets of a branch's evidence: 4 of the drafter's score of its first node, then 4 of
-/// the match length behind it.
-pub(super) const EVIDENCE: usize = 8;
+/// the match length behind it, then `UNAMBIGUOUS`.
+pub(super) const EVIDENCE: usize = 9;
+/// The bucket of an unambiguous copy (see `Meta::unambiguous`: every indexed occurrence of
+/// the matched context continues the same way) on otherwise weak evidence, a score under
+/// 0.6 or a match under 16 tokens (strong evidence keeps its own buckets). After a 1-token
+/// match such a copy is a quote being followed: on a RAG replay it was accepted at all 41%
+/// of the time and 4 deep 35%, where an ambiguous one (a common token, continued
+/// differently in different places) was accepted 9% and 2%. Sharing the score buckets,
+/// the ambiguous majority set both rates and unambiguous copies were trimmed to a token or
+/// two; apart, each learns its own (the prior is a short match's: what differs is what is
+/// observed).
+pub(super) const UNAMBIGUOUS: usize = 8;
 /// Before any observation, the acceptance rate of each evidence bucket's first depth:
 /// stronger scores and longer matches are trusted more.
-pub(super) const EVIDENCE_PRIOR: [f64; EVIDENCE] = [0.3, 0.45, 0.6, 0.75, 0.45, 0.6, 0.8, 0.9];
+pub(super) const EVIDENCE_PRIOR: [f64; EVIDENCE] =
+    [0.3, 0.45, 0.6, 0.75, 0.45, 0.6, 0.8, 0.9, 0.45];
 /// Observations' worth of the prior behind every acceptance rate.
 pub(super) const PRIOR_WEIGHT: f64 = 2.0;
 /// At most this many observations' worth of earlier requests' evidence starts a request,
@@ -35,9 +48,12 @@ pub(super) fn source_index(s: Source) -> usize {
 }
 
 /// The evidence bucket of a branch whose first node has `score` and was copied after a
-/// match of `match_len` tokens (0: not a copy after a match).
-pub(super) fn evidence_bucket(score: f32, match_len: u32) -> usize {
+/// match of `match_len` tokens (0: not a copy after a match), `unambiguous` or not (see
+/// `UNAMBIGUOUS`).
+pub(super) fn evidence_bucket(score: f32, match_len: u32, unambiguous: bool) -> usize {
     match (match_len, score) {
+        (0, s) if unambiguous && s < 0.6 => UNAMBIGUOUS,
+        (1..=15, _) if unambiguous => UNAMBIGUOUS,
         (0, s) if s < 0.4 => 0,
         (0, s) if s < 0.6 => 1,
         (0, s) if s < 0.8 => 2,
@@ -63,7 +79,7 @@ pub(super) fn keys(tree: &TokenTree) -> Vec<(usize, usize)> {
     for i in 1..n {
         let p = tree.parent(i).unwrap_or(0);
         let r = if p == 0 {
-            evidence_bucket(meta[i].score, meta[i].match_len)
+            evidence_bucket(meta[i].score, meta[i].match_len, meta[i].unambiguous)
         } else {
             branch[p]
         };

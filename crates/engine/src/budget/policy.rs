@@ -4,7 +4,7 @@ use specdec_drafters::{Meta, Source, TokenTree};
 
 use super::acceptance::{
     keys, AcceptanceMemories, AcceptanceMemory, Rates, DEPTHS, EVIDENCE, EVIDENCE_PRIOR,
-    INHERITED_WEIGHT, PRIOR_WEIGHT, SOURCES,
+    INHERITED_WEIGHT, PRIOR_WEIGHT, SOURCES, UNAMBIGUOUS,
 };
 use super::cost::CostModel;
 
@@ -16,7 +16,9 @@ pub(super) const PROBE_MAX_EVERY: usize = 64;
 pub(super) const PROBE_NODES: usize = 3;
 
 /// Evidence buckets below this one (drafter scores, matches under 16 tokens) are weak
-/// evidence; see `BudgetPolicy::weak_evidence_factor`.
+/// evidence; see `BudgetPolicy::weak_evidence_factor`. `UNAMBIGUOUS` is neither: its
+/// prior is its own (the ambiguous guesses failing says little of it), yet a young request
+/// does not verify it unlearned (see `weak_branch`).
 const TRUSTED_BUCKETS: usize = 6;
 /// The evidence bucket of drafter scores of 0.8 and more (see `evidence_bucket`).
 const CONFIDENT_SCORE_BUCKET: usize = 3;
@@ -265,7 +267,8 @@ impl BudgetPolicy {
 /// first steps undrafted.
 fn weak_branch(meta: &[Meta], i: usize, key: (usize, usize)) -> bool {
     let bucket = (key.0 / DEPTHS) % EVIDENCE;
-    let strong = bucket == CONFIDENT_SCORE_BUCKET || bucket >= TRUSTED_BUCKETS;
+    let strong =
+        bucket == CONFIDENT_SCORE_BUCKET || (TRUSTED_BUCKETS..UNAMBIGUOUS).contains(&bucket);
     meta[i].logprob.is_none() && meta[i].source != Source::Reference && !strong
 }
 

@@ -258,3 +258,41 @@ fn a_measured_curve_prices_every_size_and_ignores_timings() {
     assert!(CostModel::measured(&[(2, 30.0), (4, 40.0)]).is_none());
     assert!(CostModel::measured(&[(1, 0.0), (4, 40.0)]).is_none());
 }
+
+#[test]
+fn unambiguous_copies_learn_their_own_acceptance() {
+    // A short prompt match (score 0.33, no match length reported) whose every occurrence
+    // continues alike is accepted deep; one among disagreeing occurrences never is. Kept
+    // apart, each is trimmed by its own record.
+    let copy = |unambiguous: bool| {
+        let mut t = TokenTree::rooted(u32::MAX);
+        for i in 0..8 {
+            let meta = Meta {
+                unambiguous,
+                ..Meta::copied(Source::Prompt, 0.33, 0)
+            };
+            t.push(i as u32, Some(i as u32), meta);
+        }
+        t
+    };
+    let cost = CostModel::default();
+    let mut p = grown(BudgetPolicy::new(32));
+    for _ in 0..40 {
+        p.observe(&copy(false), &[]);
+        p.observe(&copy(true), &first(8));
+    }
+    assert!(p.trim(copy(true), 32, 100, &cost).drafted() >= 6);
+    assert!(p.trim(copy(false), 32, 100, &cost).drafted() <= PROBE_NODES);
+    // Strong evidence (a confident score, a long match) keeps its own buckets.
+    use super::acceptance::{evidence_bucket, UNAMBIGUOUS};
+    assert_eq!(evidence_bucket(0.33, 0, true), UNAMBIGUOUS);
+    assert_eq!(evidence_bucket(0.9, 3, true), UNAMBIGUOUS);
+    assert_eq!(
+        evidence_bucket(0.9, 0, true),
+        evidence_bucket(0.9, 0, false)
+    );
+    assert_eq!(
+        evidence_bucket(0.9, 300, true),
+        evidence_bucket(0.9, 300, false)
+    );
+}
