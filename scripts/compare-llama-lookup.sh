@@ -27,6 +27,9 @@
 #                   llama-lookup's n-gram sizes are compile-time (1..4) at this commit.
 #   TARGET, DRAFT   model short names or files (qwen2.5-coder-1.5b, qwen2.5-coder-0.5b)
 #   REPORT_ONLY=1   only summarise an existing OUT_DIR
+#   WAIT_FOR_BUILDS=0  do not wait for cargo/rustc to finish before each record: only
+#                   where the builds' session runs at the lowest CPU weight
+#                   (`echo 19 > /proc/PID/autogroup` for a process of that session)
 #
 # The llama.cpp prompt is written as ChatML with Qwen's default system turn, as specdec's
 # template renders it, plus one extra newline: `-f` drops the file's last newline, and
@@ -68,8 +71,11 @@ if [ "${REPORT_ONLY:-0}" != 1 ]; then
   head -n "$n_records" "$workload" | while IFS= read -r line; do
     i=$((i + 1))
     # Timing needs the machine alone: a build starting mid-run (shared machine) would
-    # slow llama.cpp's spinning threads far more than specdec's, so wait it out.
-    while pgrep -x cargo > /dev/null || pgrep rustc > /dev/null; do sleep 30; done
+    # slow llama.cpp's spinning threads far more than specdec's, so wait it out (unless
+    # WAIT_FOR_BUILDS=0: the builds' session was given the lowest CPU weight, see above).
+    while [ "${WAIT_FOR_BUILDS:-1}" != 0 ] && { pgrep -x cargo > /dev/null || pgrep rustc > /dev/null; }; do
+      sleep 30
+    done
     r="$out_dir/$(printf %03d $i)"
     mkdir -p "$r"
     python3 - "$line" "$r" <<'PY'

@@ -199,13 +199,11 @@ impl Model {
         let nodes: Vec<&[Node]> = inputs.iter().map(|i| i.nodes).collect();
         // Each input's cache, with room for its nodes' scratch rows; a sequence of another
         // target is refused before anything is written.
-        if inputs.iter().any(|i| i.seq.state::<KvCache>().is_none()) {
-            return Err(RuntimeError::ForeignSequence("not the CPU runtime's"));
-        }
         let mut caches: Vec<&mut KvCache> = inputs
             .iter_mut()
-            .filter_map(|i| i.seq.state_mut::<KvCache>())
-            .collect();
+            .map(|i| i.seq.state_mut::<KvCache>())
+            .collect::<Option<_>>()
+            .ok_or(RuntimeError::ForeignSequence("not the CPU runtime's"))?;
         for (cache, nodes) in caches.iter_mut().zip(&nodes) {
             cache.reserve(nodes.len())?;
         }
