@@ -141,15 +141,20 @@ pub struct ModeRow {
 impl ModeRow {
     /// Its name in tables: the mode, the draft it speculates with, "(relaxed)".
     pub fn label(&self) -> String {
-        let name = match &self.draft {
-            Some(d) => format!("{} [{d}]", self.mode),
-            None => self.mode.to_string(),
-        };
+        let name = arm_label(self.mode, self.draft.as_deref());
         if self.relaxed {
             format!("{name} (relaxed)")
         } else {
             name
         }
+    }
+}
+
+/// An arm's name in tables: its mode, and the draft it speculates with.
+pub fn arm_label(mode: &str, draft: Option<&str>) -> String {
+    match draft {
+        Some(d) => format!("{mode} [{d}]"),
+        None => mode.to_string(),
     }
 }
 

@@ -34,7 +34,6 @@ use std::sync::Arc;
 use specdec_kernels::{kt_index, AlignedF32};
 
 use crate::sequence::{SequenceState, TokenLog};
-use crate::RuntimeError;
 
 /// Positions per key block.
 const BLOCK: usize = 16;
@@ -165,18 +164,19 @@ impl KvCache {
     }
 
     /// Makes room for `extra` scratch positions after the committed prefix, in a tail
-    /// this sequence holds alone.
-    pub(crate) fn reserve(&mut self, extra: usize) -> Result<(), RuntimeError> {
-        self.log.check_room(extra)?;
+    /// this sequence holds alone. The forward's plan has checked that they fit in the
+    /// context (`Batch::plan`).
+    pub(crate) fn reserve(&mut self, extra: usize) {
         let len = self.len();
         let need = len + extra;
+        debug_assert!(need <= self.log.max_len(), "checked by the forward's plan");
         if Arc::get_mut(&mut self.tail).is_none() {
             // Shared: split, keeping the last forward's scratch rows for a commit.
             let keep: Vec<usize> = (len..len + self.log.pending().len()).collect();
             self.split_tail(&keep, need);
         }
         if need <= self.tail.end() {
-            return Ok(());
+            return;
         }
         // Grow geometrically (in whole key blocks) so long generations reallocate rarely.
         let start = self.tail.start;
@@ -187,7 +187,6 @@ impl KvCache {
             .next_multiple_of(BLOCK);
         let tail = Arc::get_mut(&mut self.tail).expect("the tail was made unique above");
         *tail = tail.with_cap(end - start);
-        Ok(())
     }
 
     /// Replaces a shared tail with one this sequence holds alone, covering positions up to
@@ -314,8 +313,7 @@ impl SequenceState for KvCache {
 
     /// The accepted path's rows are gathered to the committed positions: in place in a
     /// tail this sequence holds alone, else into a tail of its own.
-    fn commit(&mut self, path: &[usize]) -> Result<(), RuntimeError> {
-        self.log.check_commit(path)?;
+    fn keep(&mut self, path: &[usize]) {
         let base = self.len();
         let moves = path.iter().enumerate().any(|(depth, &j)| j != depth);
         if moves {
@@ -328,8 +326,6 @@ impl SequenceState for KvCache {
                 self.split_tail(&keep, base + path.len());
             }
         }
-        self.log.accept(path);
-        Ok(())
     }
 
     /// A segment held alone counts whole (its allocation, growth headroom included); a
@@ -393,8 +389,7 @@ impl SequenceState for KvCache {
         }
     }
 
-    fn truncate(&mut self, len: usize) {
-        self.log.truncate(len);
+    fn truncated(&mut self) {
         // The segment holding position `len` becomes the tail again (written only once it
         // is this sequence's alone); later segments are released.
         let len = self.len();

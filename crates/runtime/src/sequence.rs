@@ -60,13 +60,13 @@ impl TokenLog {
     }
 
     /// Records `nodes` as the last forward's, for the next commit.
-    pub fn set_pending(&mut self, nodes: &[Node]) {
+    pub(crate) fn set_pending(&mut self, nodes: &[Node]) {
         self.pending.clear();
         self.pending.extend_from_slice(nodes);
     }
 
     /// Refuses a forward of `extra` more nodes past the context length.
-    pub fn check_room(&self, extra: usize) -> Result<(), RuntimeError> {
+    pub(crate) fn check_room(&self, extra: usize) -> Result<(), RuntimeError> {
         let needed = self.len() + extra;
         if needed > self.max_len {
             return Err(RuntimeError::ContextOverflow {
@@ -79,7 +79,7 @@ impl TokenLog {
 
     /// Refuses a `path` that is not a chain of the last forward's nodes, the first a root
     /// and each next one a child of the previous.
-    pub fn check_commit(&self, path: &[usize]) -> Result<(), RuntimeError> {
+    pub(crate) fn check_commit(&self, path: &[usize]) -> Result<(), RuntimeError> {
         match specdec_tree::chain_break(&self.pending, path) {
             Some(k) => {
                 let prev = k.checked_sub(1).map(|i| path[i]);
@@ -94,7 +94,7 @@ impl TokenLog {
 
     /// Appends the tokens of `path` (checked by [`check_commit`](Self::check_commit)) and
     /// forgets the last forward.
-    pub fn accept(&mut self, path: &[usize]) {
+    pub(crate) fn accept(&mut self, path: &[usize]) {
         for &j in path {
             self.tokens.push(self.pending[j].token);
         }
@@ -102,14 +102,16 @@ impl TokenLog {
     }
 
     /// Keeps the first `len` committed tokens and forgets the last forward.
-    pub fn truncate(&mut self, len: usize) {
+    pub(crate) fn truncate(&mut self, len: usize) {
         self.tokens.truncate(len);
         self.pending.clear();
     }
 }
 
 /// What a backend keeps per sequence behind a [`Sequence`] handle. The handle does the
-/// token bookkeeping through [`log`](Self::log); a backend moves its cache along.
+/// token bookkeeping through [`log`](Self::log) (a commit's path is checked there, once,
+/// for every backend); a backend moves its cache along in [`keep`](Self::keep) and
+/// [`truncated`](Self::truncated).
 pub trait SequenceState: Any + Send + Sync {
     /// The sequence's tokens and last forward.
     fn log(&self) -> &TokenLog;
@@ -121,12 +123,15 @@ pub trait SequenceState: Any + Send + Sync {
     /// changes the other. It keeps the last forward's nodes, so either may commit them.
     fn fork(&self) -> Box<dyn SequenceState>;
 
-    /// Keeps the last forward's nodes `path` as committed tokens (checking it with
-    /// [`TokenLog::check_commit`] first) and drops every other node.
-    fn commit(&mut self, path: &[usize]) -> Result<(), RuntimeError>;
+    /// Moves the cache of the last forward's nodes `path` (a checked root-to-node chain)
+    /// to the positions after the committed ones; the handle then commits their tokens.
+    fn keep(&mut self, path: &[usize]) {
+        let _ = path;
+    }
 
-    /// Drops the committed tokens after `len` and what the cache holds for them.
-    fn truncate(&mut self, len: usize);
+    /// Releases what the cache holds past the committed tokens, which the handle has just
+    /// truncated.
+    fn truncated(&mut self) {}
 
     /// Bytes of cache attributed to this sequence (see [`Sequence::memory_bytes`]).
     fn memory_bytes(&self) -> usize {
@@ -155,16 +160,6 @@ impl SequenceState for TokenLog {
 
     fn fork(&self) -> Box<dyn SequenceState> {
         Box::new(self.clone())
-    }
-
-    fn commit(&mut self, path: &[usize]) -> Result<(), RuntimeError> {
-        self.check_commit(path)?;
-        self.accept(path);
-        Ok(())
-    }
-
-    fn truncate(&mut self, len: usize) {
-        TokenLog::truncate(self, len);
     }
 }
 
@@ -241,7 +236,10 @@ impl Sequence {
     /// Keeps the last forward's nodes `path` (a chain: the first a root, each next one a
     /// child of the previous) as committed tokens and drops every other node.
     pub fn commit(&mut self, path: &[usize]) -> Result<(), RuntimeError> {
-        self.0.commit(path)
+        self.0.log().check_commit(path)?;
+        self.0.keep(path);
+        self.0.log_mut().accept(path);
+        Ok(())
     }
 
     /// Commits every node of the last forward, which must have been a single chain.
@@ -276,7 +274,8 @@ impl Sequence {
 
     /// Drops committed tokens after `len` (rollback to an earlier state).
     pub fn truncate(&mut self, len: usize) {
-        self.0.truncate(len);
+        self.0.log_mut().truncate(len);
+        self.0.truncated();
     }
 
     /// Bytes of cache memory attributed to this sequence: what it holds alone counts

@@ -205,13 +205,18 @@ impl Server {
             meta: loaded.meta,
             draft_model,
         };
-        Self::start(config, served)
+        Self::spawn(config, served)
     }
 
     /// Starts the engine thread over `served`: everything of `config` but the files of
     /// the model, the draft model and the thread count, which made `served`.
     pub fn start(config: &ServerConfig, served: Served) -> Result<Server, ServerError> {
         check_config(config)?;
+        Self::spawn(config, served)
+    }
+
+    /// [`start`](Self::start) once `config` is checked.
+    fn spawn(config: &ServerConfig, served: Served) -> Result<Server, ServerError> {
         let Served {
             target,
             meta,

@@ -236,10 +236,7 @@ fn print(eval: &BeamEval) {
         );
     }
     for a in &eval.plans {
-        let name = match &a.draft {
-            Some(d) => format!("{} [{d}]", a.mode),
-            None => a.mode.to_string(),
-        };
+        let name = beams::arm_label(a.mode, a.draft.as_deref());
         for p in &a.plans {
             println!(
                 "{name} plan: N {} gamma {} forced after the draft {}: {} searches, {:.1} ms each",

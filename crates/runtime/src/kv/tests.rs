@@ -5,7 +5,7 @@
 use rand::{Rng, SeedableRng};
 
 use super::*;
-use crate::{Node, Sequence};
+use crate::{Node, RuntimeError, Sequence};
 
 const LAYERS: usize = 2;
 const KV: usize = 2;
@@ -45,8 +45,9 @@ fn kv_mut(seq: &mut Sequence) -> &mut KvCache {
 /// What `Model::forward` does to the cache: reserve, write every node's rows, record.
 fn forward(seq: &mut Sequence, nodes: &[Node]) -> Result<(), RuntimeError> {
     let chains = specdec_tree::ancestor_chains(nodes).unwrap();
+    seq.check_room(nodes.len())?;
     let cache = kv_mut(seq);
-    cache.reserve(nodes.len())?;
+    cache.reserve(nodes.len());
     for (j, chain) in chains.iter().enumerate() {
         let mut path = cache.log().tokens().to_vec();
         path.extend(chain.iter().map(|&c| nodes[c].token));
@@ -215,14 +216,14 @@ fn cache_rows_start_on_cache_lines_through_growth_splits_and_shrinking() {
     // each head's buffer on a line.
     let mut seq = new_seq(5, 4096);
     for step in 0..40u32 {
-        kv_mut(&mut seq).reserve(7).unwrap();
+        kv_mut(&mut seq).reserve(7);
         let toks: Vec<u32> = (0..7).map(|i| step * 7 + i).collect();
         seq.set_pending(&Node::chain(&toks));
         seq.commit_all().unwrap();
         assert_lines_aligned(&seq);
     }
     let mut fork = seq.fork();
-    kv_mut(&mut fork).reserve(3).unwrap();
+    kv_mut(&mut fork).reserve(3);
     assert_lines_aligned(&fork);
     fork.shrink_to_fit();
     seq.shrink_to_fit();

@@ -205,7 +205,7 @@ impl Model {
             .collect::<Option<_>>()
             .ok_or(RuntimeError::ForeignSequence("not the CPU runtime's"))?;
         for (cache, nodes) in caches.iter_mut().zip(&nodes) {
-            cache.reserve(nodes.len())?;
+            cache.reserve(nodes.len());
         }
         let n = rows.len();
         let mut x = vec![0f32; n * h];
