@@ -27,8 +27,13 @@ fn frozen_cost() -> &'static CostModel {
     FROZEN.get_or_init(CostModel::frozen)
 }
 
-/// Prompt tokens evaluated per forward during prefill; any size gives the same bits.
-pub(crate) const PREFILL_CHUNK: usize = 128;
+/// Prompt tokens evaluated per forward during prefill; any size gives the same bits. 48
+/// rows cost 5-8% less per row than 128 on the 1.5B (AMX: three equal 16-row groups share
+/// each block's unpacked weights, and 128 rows stream the weights twice); RAG prompts of
+/// 7,336 tokens prefilled in 36.7-37.5 s against 39.2-39.6 s. A new prompt's chunk also
+/// holds up every request decoding beside it for a third of the time (311 ms against 877
+/// at prefix 100), as vLLM's and SGLang's chunked prefill bound it.
+pub(crate) const PREFILL_CHUNK: usize = 48;
 
 /// Drafters propose this many times the nodes a step may verify, and the budget keeps the
 /// best by *learned* acceptance: drafters' own scores are not comparable across sources

@@ -97,7 +97,7 @@ fn modes() -> Vec<BeamOptions> {
     ]
 }
 
-/// A history long enough to take three prefill chunks.
+/// A history long enough to take several prefill chunks.
 fn history() -> Vec<u32> {
     (0..300).map(|i| 3 + (i * 13) % 250).collect()
 }
