@@ -39,7 +39,7 @@ impl Model {
         Ok(Model {
             config,
             spec,
-            weights,
+            weights: weights.into(),
             ropes,
             exec,
             profiler: Default::default(),

@@ -130,9 +130,10 @@ pub(crate) fn argmax(row: &[f32]) -> u32 {
 pub struct Model {
     config: ModelConfig,
     spec: ArchSpec,
-    weights: Weights,
-    /// One per table of `spec.ropes`.
-    ropes: Vec<Rope>,
+    /// Shared by [`Model::on_executor`]'s copies: read-only after load.
+    weights: Arc<Weights>,
+    /// One per table of `spec.ropes` (their tables grow behind a lock, shared likewise).
+    ropes: Arc<[Rope]>,
     exec: Executor,
     profiler: Profiler,
 }
@@ -151,6 +152,21 @@ impl Model {
     /// The kernels' executor (thread pool and instruction set) the model runs on.
     pub fn executor(&self) -> &Executor {
         &self.exec
+    }
+
+    /// This model on another executor (a thread count or instruction set), sharing its
+    /// weights: no second copy and no reload, since packing does not depend on the
+    /// executor. Outputs are the same bits on every executor (the runtime is batch- and
+    /// instruction-set-invariant), so sequences of one are valid in the other.
+    pub fn on_executor(&self, exec: Executor) -> Model {
+        Model {
+            config: self.config.clone(),
+            spec: self.spec.clone(),
+            weights: Arc::clone(&self.weights),
+            ropes: Arc::clone(&self.ropes),
+            exec,
+            profiler: Default::default(),
+        }
     }
 
     /// Starts (or stops) timing the phases of every forward (see [`Model::take_profile`]);

@@ -5,7 +5,7 @@
 use crate::common;
 use rand::{Rng, SeedableRng};
 
-use common::{bits, model_paths, models, prefill, prompt, sequential};
+use common::{bits, models, prefill, prompt, sequential};
 use specdec_runtime::{Executor, Model, Node, SeqInput, Want};
 use specdec_tree::ancestor_chains;
 
@@ -228,16 +228,19 @@ fn two_sequences_in_one_batch_equal_each_alone_on(m: &Model) {
 
 #[test]
 fn one_and_two_threads_and_every_isa_give_the_same_logits() {
-    model_paths()
-        .iter()
-        .for_each(|p| one_and_two_threads_and_every_isa_give_the_same_logits_on(p));
+    models()
+        .into_iter()
+        .for_each(one_and_two_threads_and_every_isa_give_the_same_logits_on);
 }
 
-fn one_and_two_threads_and_every_isa_give_the_same_logits_on(path: &std::path::Path) {
+/// `m`'s weights on 1 and 2 threads and on every instruction set this CPU has
+/// (`Model::on_executor`: packing does not depend on the executor, so each runs the same
+/// bytes without loading the file again).
+fn one_and_two_threads_and_every_isa_give_the_same_logits_on(m: &Model) {
     let mut rng = rand::rngs::StdRng::seed_from_u64(5);
     let p = prompt(&mut rng, 12);
     let run = |exec: Executor| {
-        let m = Model::load_with(path, exec).unwrap();
+        let m = m.on_executor(exec);
         let mut seq = m.new_sequence();
         let nodes = Node::chain(&p);
         let out = m
@@ -346,7 +349,7 @@ fn qwen_tree_nodes_match_decoding_their_branch_one_token_at_a_time() {
 /// too slow for the 1.5B in every run; the kernels' suites cover its formats on every ISA).
 #[test]
 fn qwen_every_isa_and_thread_count_give_the_same_logits() {
-    if let Some(path) = specdec_model_store::cached(&specdec_model_store::QWEN25_CODER_05B) {
-        one_and_two_threads_and_every_isa_give_the_same_logits_on(&path);
+    if let Some(m) = common::qwen_0_5b() {
+        one_and_two_threads_and_every_isa_give_the_same_logits_on(m);
     }
 }

@@ -73,16 +73,6 @@ pub fn models() -> Vec<&'static Model> {
     std::iter::once(model()).chain(gemma()).collect()
 }
 
-/// The files of [`models`].
-pub fn model_paths() -> Vec<std::path::PathBuf> {
-    let default = specdec_model_store::resolve(None, true).expect("default model");
-    std::iter::once(default)
-        .chain(specdec_model_store::cached(
-            &specdec_model_store::GEMMA3_270M,
-        ))
-        .collect()
-}
-
 pub fn bits(v: &[f32]) -> Vec<u32> {
     v.iter().map(|x| x.to_bits()).collect()
 }
