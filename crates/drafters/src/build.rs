@@ -171,7 +171,8 @@ impl TreeBuilder {
 
     /// Adds a chain continuing the context, copied after a match of `match_len` tokens (0:
     /// not a copy after a match); `score(depth)` scores its `depth`-th token (0-based).
-    /// Returns the last node, or `None` for an empty chain.
+    /// Returns the first node (the branch's, where evidence is keyed), or `None` for an
+    /// empty chain.
     pub fn add_path(
         &mut self,
         tokens: &[u32],
@@ -179,11 +180,14 @@ impl TreeBuilder {
         match_len: u32,
         mut score: impl FnMut(usize) -> f32,
     ) -> Option<usize> {
+        let mut first = None;
         let mut parent = None;
         for (d, &t) in tokens.iter().enumerate() {
-            parent = Some(self.add_copied(parent, t, source, score(d), match_len));
+            let id = self.add_copied(parent, t, source, score(d), match_len);
+            first.get_or_insert(id);
+            parent = Some(id);
         }
-        parent
+        first
     }
 
     /// Merges a whole rooted tree (another drafter's) below this one's root, its scores

@@ -182,15 +182,12 @@ impl ReferenceDrafter {
         let text = doc_of(&self.ctx, &self.refs, doc);
         copy_continuation(text, start, self.cfg.max_copy, periodic, &mut self.buf);
         let (mut s, decay) = (weight, self.cfg.depth_decay);
-        self.builder.add_path(&self.buf, source, 0, |_| {
+        let first = self.builder.add_path(&self.buf, source, 0, |_| {
             let v = s;
             s *= decay;
             v
         });
-        if let Some(id) = unambiguous
-            .then(|| self.builder.find(None, self.buf[0]))
-            .flatten()
-        {
+        if let (true, Some(id)) = (unambiguous, first) {
             self.builder.mark_unambiguous(id);
         }
     }

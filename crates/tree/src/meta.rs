@@ -55,10 +55,11 @@ pub struct Meta {
     /// source does not copy after a match.
     pub match_len: u32,
     /// For a copy: every indexed occurrence of the context it matched continues with the
-    /// same next tokens (its match is not ambiguous; set on a branch's first node). A short match is usually a common token
-    /// found in many places that continue differently, and its copy is rarely accepted;
-    /// one whose every occurrence agrees is a quote in progress, accepted far deeper.
-    /// Acceptance is learned apart for these copies.
+    /// same next tokens (its match is not ambiguous; set on a branch's first node). A
+    /// short match is usually a common token found in many places that continue
+    /// differently, and its copy is rarely accepted; one whose every occurrence agrees is
+    /// a quote in progress, accepted far deeper. Acceptance is learned apart for these
+    /// copies.
     pub unambiguous: bool,
 }
 

@@ -29,9 +29,6 @@ pub(crate) fn cases() -> Vec<(String, Vec<String>)> {
     ]
 }
 
-/// Enough for every case's prompt (copy-on-write forks of the finished sequences).
-pub(crate) const PREFIX_CACHE_BYTES: usize = 1 << 30;
-
 /// With the tier's model as its own draft for the `model` method (and in `auto`).
 #[test]
 fn every_draft_method_equals_plain_greedy_and_sampled() {
@@ -49,7 +46,8 @@ pub(crate) fn every_method_equals_plain(
     // Every run of a case shares its prompt: after plain's first run each prompt's cache is
     // reused (bit-exact, see `prefix_cache`), so the suite pays one prefill per case where
     // it paid one per run (on the 1.5B most of this test's time was prefill).
-    let mut engine = Engine::new(&f.model, &f.tokenizer).with_prefix_cache(PREFIX_CACHE_BYTES);
+    let mut engine =
+        Engine::new(&f.model, &f.tokenizer).with_prefix_cache(common::PREFIX_CACHE_BYTES);
     let pool = Pool::default();
     let samplings = common::greedy_and_seeded(3);
     for (prompt, refs) in cases {

@@ -97,6 +97,10 @@ pub fn qwen_draft() -> Option<&'static specdec_engine::DraftModel> {
     .as_ref()
 }
 
+/// A prefix cache for the exactness suites, which run every method on the same prompts:
+/// enough for all of them (copy-on-write forks of the finished sequences).
+pub const PREFIX_CACHE_BYTES: usize = 1 << 30;
+
 /// The models a suite runs on: this tier's model, and in the real tier Gemma 3 when cached.
 pub fn fixtures() -> Vec<&'static Fixture> {
     std::iter::once(fixture())

@@ -74,8 +74,8 @@ fn every_method_equals_plain_on(f: &Fixture) {
     // The prompts are the same in every run: after plain's first run they are reused from
     // the prefix cache (bit-exact, see `prefix_cache`), where each run prefilled all 24
     // again (prefill was most of this test's time).
-    let mut engine = Engine::new(&f.model, &f.tokenizer)
-        .with_prefix_cache(crate::any_model::drafters_exact::PREFIX_CACHE_BYTES);
+    let mut engine =
+        Engine::new(&f.model, &f.tokenizer).with_prefix_cache(common::PREFIX_CACHE_BYTES);
     let base = requests(f);
     assert!(base.len() >= 20);
     let samplings = common::greedy_and_seeded(5);
