@@ -24,6 +24,13 @@ const MAX_DRIFT: usize = 24;
 const RESYNC_WINDOW: usize = 24;
 /// Weight of the re-synchronization branches (about a two-token match).
 const RESYNC_WEIGHT: f32 = 0.5;
+/// Tokens at the end of a prompt that may stand between the user's last words and the
+/// answer (a chat template's end of turn and assistant header: 5 tokens in ChatML, Llama
+/// 3's and Gemma's templates).
+const QUESTION_SKIP: usize = 8;
+/// The shortest match of the user's last words in a document that anchors the answer's
+/// start there: a phrase, not a common word or two.
+const QUESTION_MIN_MATCH: usize = 6;
 
 /// Where the output is copying from: `doc[pos]` is the token expected next; `drift`
 /// tokens were emitted since the output last agreed with the document. Edits (a type hint
@@ -169,6 +176,59 @@ impl ReferenceDrafter {
             self.index.add_doc(i as u32, r);
         }
         self.index.add_doc(CTX, &self.ctx);
+        if self.ctx.len() == prompt_len {
+            self.anchor = self.question_anchor();
+        }
+    }
+
+    /// Where an answer may start copying before it has written anything: just after the
+    /// longest occurrence elsewhere of the prompt's last words (the user's question, past
+    /// the chat template's few tokens after it) in a reference or earlier in the prompt.
+    /// A RAG answer often goes on from the passage its question was asked about (an FAQ
+    /// quotes the answer after the question; a question about a function, its docstring),
+    /// and no suffix of the prompt matches there: the template's assistant header ends it.
+    /// The anchor starts out strayed (`drift` 1), so the first drafts try the tokens just
+    /// after the occurrence and the next one or two (a paragraph break may sit between), as
+    /// re-synchronization branches the policy prices like any other guess.
+    fn question_anchor(&mut self) -> Option<Anchor> {
+        let p = self.prompt_len;
+        let mut best: Option<(usize, Anchor)> = None;
+        for skip in 0..=QUESTION_SKIP.min(p.saturating_sub(QUESTION_MIN_MATCH)) {
+            let end_q = p - skip;
+            let words = &self.ctx[..end_q];
+            self.index.suffix_keys(words, &mut self.keys);
+            let n = self.keys.len();
+            if n < self.index.n_min() {
+                continue;
+            }
+            for occ in self
+                .index
+                .occurrences(self.keys[n - 1])
+                .take(self.cfg.max_scan)
+            {
+                let doc = doc_of(&self.ctx, &self.refs, occ.doc);
+                let end = occ.end as usize;
+                // Not the question itself (nor anything after it in the prompt), nor an
+                // occurrence with next to nothing after it (the question's own paragraph
+                // indexed again, unwrapped).
+                let after = doc.len().saturating_sub(end);
+                if end < n || after < QUESTION_MIN_MATCH || (occ.doc == CTX && end + skip >= p) {
+                    continue;
+                }
+                let len = (0..end.min(end_q).min(MATCH_CAP * 2))
+                    .take_while(|&i| doc[end - 1 - i] == words[end_q - 1 - i])
+                    .count();
+                if len >= QUESTION_MIN_MATCH && best.is_none_or(|(l, _)| len > l) {
+                    let anchor = Anchor {
+                        doc: occ.doc,
+                        pos: end,
+                        drift: 1,
+                    };
+                    best = Some((len, anchor));
+                }
+            }
+        }
+        best.map(|(_, a)| a)
     }
 
     /// Adds the copy of document `doc` from `start` as a path scored `weight`, decaying

@@ -183,3 +183,44 @@ fn a_copy_is_unambiguous_when_every_occurrence_of_its_match_continues_alike() {
         vec![(12, true), (15, false)]
     );
 }
+
+/// A RAG answer's first step: the prompt ends with the user's question and a chat
+/// template's assistant header, which no document holds, so no suffix of the prompt
+/// matches; the question's occurrence in a reference anchors the answer there, and the
+/// first draft offers what follows it (past one separator token) before anything is
+/// written. A question that occurs nowhere else anchors nothing.
+#[test]
+fn an_answer_starts_drafting_after_its_question_in_a_reference() {
+    let question: Vec<u32> = (200..208).collect();
+    let (sep, answer): (u32, Vec<u32>) = (300, (400..420).collect());
+    let header = [900, 901, 902, 903, 904];
+    let mut faq = vec![50, 51, 52];
+    faq.extend(&question);
+    faq.push(sep);
+    faq.extend(&answer);
+    let mut prompt = vec![1, 2, 3];
+    prompt.extend(&question);
+    prompt.extend(header);
+    let mut d = ReferenceDrafter::default();
+    d.begin(&prompt, std::slice::from_ref(&faq));
+    let tree = d.draft(&prompt, 32);
+    check_tree(&tree, &prompt, 32);
+    let paths = leaf_paths(&tree);
+    assert!(
+        paths.iter().any(|p| p.starts_with(&answer[..8])),
+        "{paths:?}"
+    );
+    // The model writes the answer's first token: the copy resumes right after it.
+    d.observe(&answer[..1]);
+    let mut ctx = prompt.clone();
+    ctx.push(answer[0]);
+    assert!(first_choice(&d.draft(&ctx, 32)).starts_with(&answer[1..8]));
+
+    // The question asked nowhere in the documents: nothing is drafted at the start.
+    let mut other = vec![1, 2, 3];
+    other.extend(600..608);
+    other.extend(header);
+    let mut d = ReferenceDrafter::default();
+    d.begin(&other, std::slice::from_ref(&faq));
+    assert_eq!(d.draft(&other, 32).drafted(), 0);
+}
