@@ -120,7 +120,9 @@ pub trait Drafter: Send {
     /// Cheap drafters index their text in `begin` and do nothing here.
     fn read_ahead(&mut self, _prompt: &[u32]) {}
 
-    /// The request ended with this output (the drafter may learn from it).
+    /// The request ended with this output (the drafter may learn from it): every token
+    /// the model wrote, its stop token last where it stopped on one (so what is learned
+    /// knows where an answer ends).
     fn end(&mut self, output: &[u32]);
 
     /// Whether drafting runs a model (a mix drafts such a part only where its cheap parts

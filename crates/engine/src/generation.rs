@@ -252,7 +252,12 @@ impl<'a> Generation<'a> {
         let relaxed = self.follows_drafts();
         self.out.finish(tok, finish);
         if let (Some(d), true) = (self.drafter.as_mut(), self.prefill_time.is_some()) {
-            d.end(&self.context[self.req.prompt.len()..]); // begun at the end of prefill
+            // Begun at the end of prefill. The stop token goes with the output: a drafter
+            // that learns outputs then learns where they end, and a repeat's draft ends
+            // with it instead of running on into whatever another source copies after.
+            let mut written = self.context[self.req.prompt.len()..].to_vec();
+            written.extend(self.stop_token);
+            d.end(&written);
         }
         let learned = match &self.drafter {
             Some(d) if self.stats.draft_steps > 0 => Some((d.name(), self.policy)),

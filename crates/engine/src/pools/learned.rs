@@ -20,7 +20,7 @@ pub struct Learned {
     pub pool: Option<PoolName>,
     /// The prompt's last tokens (as many as a history index keeps before an output).
     pub prompt: Vec<u32>,
-    /// The output, every token.
+    /// The output, every token, and its stop token where it stopped on one.
     pub output: Vec<u32>,
 }
 

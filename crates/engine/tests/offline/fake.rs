@@ -170,6 +170,47 @@ fn the_stop_token_ends_generation_and_is_not_emitted() {
     assert!(out.completion_tokens < 400);
 }
 
+/// Keeps what its request's end handed it.
+struct EndRecorder(std::sync::Arc<std::sync::Mutex<Option<Vec<u32>>>>);
+
+impl Drafter for EndRecorder {
+    fn name(&self) -> &'static str {
+        "end-recorder"
+    }
+    fn begin(&mut self, _: &[u32], _: &[Vec<u32>]) {}
+    fn observe(&mut self, _: &[u32]) {}
+    fn draft(&mut self, context: &[u32], _budget: usize) -> TokenTree {
+        TokenTree::rooted(*context.last().unwrap())
+    }
+    fn end(&mut self, output: &[u32]) {
+        *self.0.lock().unwrap() = Some(output.to_vec());
+    }
+}
+
+/// A drafter learns where an answer ended: its output comes to `end` with the stop token
+/// last when the model stopped on one (a repeat's history draft then ends there instead of
+/// running on), and without one when `max_tokens` ended it.
+#[test]
+fn a_drafter_learns_the_stop_token_that_ended_its_output() {
+    let t = FakeTarget::new(VOCAB, 512).with_eos(EOS, 8);
+    for (max_tokens, stop) in [(400, Some(EOS)), (5, None)] {
+        let req = request(&[10, 11, 12], &[], &SamplingParams::default(), max_tokens);
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(None));
+        let mut engine = Engine::new(&t, tokenizer());
+        let recorder = Box::new(EndRecorder(std::sync::Arc::clone(&seen)));
+        let mut g = engine
+            .start_with(req, Some(recorder), Box::new(|_: &str| true))
+            .unwrap();
+        while !g.is_finished() {
+            engine.step(&mut [&mut g]).unwrap();
+        }
+        let out = engine.finish(g);
+        assert_eq!(out.stop_token, stop);
+        let want: Vec<u32> = out.token_ids.iter().chain(&stop).copied().collect();
+        assert_eq!(seen.lock().unwrap().as_deref(), Some(&want[..]));
+    }
+}
+
 /// A payload that can be cancelled from outside.
 #[derive(Debug)]
 struct Client {
