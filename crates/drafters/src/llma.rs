@@ -215,9 +215,7 @@ impl ReferenceDrafter {
                 if end < n || after < QUESTION_MIN_MATCH || (occ.doc == CTX && end + skip >= p) {
                     continue;
                 }
-                let len = (0..end.min(end_q).min(MATCH_CAP * 2))
-                    .take_while(|&i| doc[end - 1 - i] == words[end_q - 1 - i])
-                    .count();
+                let len = matched_back(doc, end, words, 0, MATCH_CAP * 2);
                 if len >= QUESTION_MIN_MATCH && best.is_none_or(|(l, _)| len > l) {
                     let anchor = Anchor {
                         doc: occ.doc,
@@ -315,14 +313,7 @@ impl ReferenceDrafter {
                 if cands.iter().any(|c| c.occ == occ) {
                     continue;
                 }
-                let mut len = n;
-                while len < MATCH_CAP
-                    && len < end
-                    && len < n_ctx
-                    && doc[end - 1 - len] == ctx[n_ctx - 1 - len]
-                {
-                    len += 1;
-                }
+                let len = matched_back(doc, end, ctx, n, MATCH_CAP);
                 cands.push(Candidate {
                     occ,
                     len,
@@ -341,6 +332,20 @@ impl ReferenceDrafter {
         cands.sort_by(|a, b| b.len.cmp(&a.len).then(a.order.cmp(&b.order)));
         cands.truncate(self.cfg.max_candidates);
     }
+}
+
+/// How many tokens before `doc[end]` equal the end of `text`, counting on from `known`
+/// (tokens already known to match) up to `cap`.
+fn matched_back(doc: &[u32], end: usize, text: &[u32], known: usize, cap: usize) -> usize {
+    let mut len = known;
+    while len < cap
+        && len < end
+        && len < text.len()
+        && doc[end - 1 - len] == text[text.len() - 1 - len]
+    {
+        len += 1;
+    }
+    len
 }
 
 /// Tokens of continuation on which all occurrences of a matched suffix must agree for its

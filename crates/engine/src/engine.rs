@@ -215,12 +215,7 @@ impl<'m> Engine<'m> {
             // The drafter learned the output only when the request got past its prefill,
             // and a forced output is not the model's.
             if !out.token_ids.is_empty() && !out.forced {
-                lesson.output = out
-                    .token_ids
-                    .iter()
-                    .chain(&out.stop_token)
-                    .copied()
-                    .collect();
+                lesson.output = out.written();
                 if outbox.len() >= MAX_UNTAKEN_LESSONS {
                     outbox.pop_front();
                 }

@@ -251,14 +251,6 @@ impl<'a> Generation<'a> {
         let finish = self.finish.unwrap_or(FinishReason::Cancelled);
         let relaxed = self.follows_drafts();
         self.out.finish(tok, finish);
-        if let (Some(d), true) = (self.drafter.as_mut(), self.prefill_time.is_some()) {
-            // Begun at the end of prefill. The stop token goes with the output: a drafter
-            // that learns outputs then learns where they end, and a repeat's draft ends
-            // with it instead of running on into whatever another source copies after.
-            let mut written = self.context[self.req.prompt.len()..].to_vec();
-            written.extend(self.stop_token);
-            d.end(&written);
-        }
         let learned = match &self.drafter {
             Some(d) if self.stats.draft_steps > 0 => Some((d.name(), self.policy)),
             _ => None,
@@ -278,6 +270,12 @@ impl<'a> Generation<'a> {
             relaxed,
             forced: self.forced.is_some(),
         };
+        if let (Some(d), true) = (self.drafter.as_mut(), self.prefill_time.is_some()) {
+            // Begun at the end of prefill. The stop token goes with the output: a drafter
+            // that learns outputs then learns where they end, and a repeat's draft ends
+            // with it instead of running on into whatever another source copies after.
+            d.end(&out.written());
+        }
         (out, self.seq, learned)
     }
 

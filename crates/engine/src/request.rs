@@ -139,3 +139,15 @@ pub struct GenerateOutput {
     /// measures drafting, not the model.
     pub forced: bool,
 }
+
+impl GenerateOutput {
+    /// Every token the target chose: `token_ids`, then the stop token where one ended it.
+    /// What drafters learn from (`Drafter::end`, shared lessons) and what a replay forces.
+    pub fn written(&self) -> Vec<u32> {
+        self.token_ids
+            .iter()
+            .chain(&self.stop_token)
+            .copied()
+            .collect()
+    }
+}

@@ -210,12 +210,7 @@ pub fn run(
                     oracle_tokens += out.token_ids.len();
                     // The stop token's step is priced (plain's steps include it); the
                     // reach counts the output's own tokens, as it always has.
-                    let written: Vec<u32> = out
-                        .token_ids
-                        .iter()
-                        .chain(&out.stop_token)
-                        .copied()
-                        .collect();
+                    let written = out.written();
                     let copyable = crate::oracle::Copyable::new(
                         &p.request.prompt,
                         &p.request.speculation.references,

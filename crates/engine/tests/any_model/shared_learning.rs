@@ -32,13 +32,7 @@ fn a_folded_lesson_teaches_what_running_the_request_would_have() {
     let lessons = a.take_learned();
     assert_eq!(lessons.len(), 1, "one finished request, one lesson");
     // The output as the drafters learned it: its stop token last where it stopped on one.
-    let written: Vec<u32> = first
-        .token_ids
-        .iter()
-        .chain(&first.stop_token)
-        .copied()
-        .collect();
-    assert_eq!(lessons[0].output, written);
+    assert_eq!(lessons[0].output, first.written());
     for l in &lessons {
         assert_eq!(b.fold_learned(l), Folded::Applied);
     }
