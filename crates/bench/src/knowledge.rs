@@ -102,6 +102,15 @@ pub struct KnowledgeRun {
     pub relaxed: RelaxedRule,
     /// Each batched configuration's throughput over plain decoding one record at a time.
     pub batched_vs_plain_concurrency_1: BTreeMap<&'static str, f64>,
+    /// A perfect drafter's speedup on this machine's measured cost curve (every drafted
+    /// token accepted, the forward size with the most tokens per millisecond, see
+    /// [`CostCurve::perfect_drafter`]): the ceiling of any strict drafter here.
+    pub perfect_drafter_ceiling: f64,
+    /// The forward size (nodes) that ceiling takes.
+    pub perfect_drafter_nodes: usize,
+    /// The measured cost curve every modeled figure is priced on (`rec replay --run` prices
+    /// its replays on it too).
+    pub cost_curve: CostCurve,
     /// Seconds the measured phases took.
     pub seconds: f64,
 }
@@ -301,6 +310,16 @@ pub struct SummaryRow {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub records_below_0_95: Option<usize>,
     pub mean_accepted_length: f64,
+    /// Concurrency 1, speculative configurations: the copy oracle over what this
+    /// configuration's pool could offer (the record's prompt, the pool's warm texts and the
+    /// outputs the pool learned earlier in the run, none for `strict-nopool`) and over the
+    /// text this configuration wrote ([`crate::oracle`]): its mean accepted length copying
+    /// all it can each step, and its speedup over plain on the cost curve copying as deep
+    /// as pays, the ceiling of any drafter from those sources.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub copy_oracle_mean_accepted_length: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub copy_oracle_ceiling: Option<f64>,
     /// Accepted draft tokens that only the relaxation let through, over all accepted draft
     /// tokens.
     pub relaxed_accept_rate: f64,
@@ -432,6 +451,62 @@ fn phase(
     Ok((outs, wall))
 }
 
+/// The texts each warm pool holds, by pool name, for the copy oracle.
+type PoolTexts = BTreeMap<String, Vec<Vec<u32>>>;
+
+fn warm_texts(warm: &[(PoolName, Pool)]) -> PoolTexts {
+    warm.iter()
+        .map(|(name, pool)| {
+            let history = pool.history.lock().unwrap_or_else(|e| e.into_inner());
+            let docs = history.documents_held().map(<[u32]>::to_vec).collect();
+            (name.as_str().to_string(), docs)
+        })
+        .collect()
+}
+
+/// The copy oracle over one configuration's concurrency-1 outputs (in run order, so each
+/// record may copy from what its pool learned of the records before it): (copied tokens,
+/// reach steps, modeled ms of the cheapest copying plan).
+fn copy_oracle(
+    c: &Config,
+    targets: &[Target],
+    mine: &[GenerateOutput],
+    warm: &PoolTexts,
+    curve: &CostCurve,
+    budget: usize,
+) -> (usize, usize, f64) {
+    let pool_of = |t: &Target| match c.pool {
+        PoolKind::None => None,
+        PoolKind::Global => Some(GLOBAL.to_string()),
+        PoolKind::Group => Some(t.record.group.clone()),
+    };
+    let mut learned = PoolTexts::new();
+    let (mut tokens, mut steps, mut ms) = (0, 0, 0.0);
+    for (t, o) in targets.iter().zip(mine) {
+        let written = o.written();
+        let pool = pool_of(t);
+        let refs: Vec<Vec<u32>> = pool
+            .iter()
+            .flat_map(|p| {
+                let warm = warm.get(p).into_iter().flatten();
+                warm.chain(learned.get(p).into_iter().flatten())
+            })
+            .cloned()
+            .collect();
+        let copyable = crate::oracle::Copyable::new(&t.request.prompt, &refs, &written, budget);
+        tokens += o.token_ids.len();
+        steps += copyable.reach_steps(o.token_ids.len());
+        ms += copyable.cheapest(curve).ms;
+        if let Some(p) = pool {
+            let docs = learned.entry(p).or_default();
+            docs.push(t.request.prompt.clone());
+            docs.push(written);
+        }
+    }
+    (tokens, steps, ms)
+}
+
+#[allow(clippy::too_many_arguments)] // one phase's results and what prices them
 fn summarize(
     configs: &[Config],
     targets: &[Target],
@@ -439,6 +514,7 @@ fn summarize(
     wall: &[f64],
     concurrency: usize,
     curve: &CostCurve,
+    oracle: Option<(&PoolTexts, usize)>,
     rows: &mut Vec<RecordRow>,
 ) -> Vec<SummaryRow> {
     let plain = &outs[0];
@@ -483,6 +559,9 @@ fn summarize(
             single.then(|| record_floor(mine.iter().zip(plain).map(|(o, p)| speedup(o, p))));
         let plain_modeled: f64 = plain.iter().map(modeled).sum();
         let my_modeled: f64 = mine.iter().map(modeled).sum();
+        let copy = oracle
+            .filter(|_| single && ci > 0)
+            .map(|(warm, budget)| copy_oracle(c, targets, mine, warm, curve, budget));
         out.push(SummaryRow {
             config: c.name,
             concurrency,
@@ -497,6 +576,9 @@ fn summarize(
             min_record_speedup: floor.map(|f| f.0),
             records_below_0_95: floor.map(|f| f.1),
             mean_accepted_length: spec.mean_accepted_length(tokens),
+            copy_oracle_mean_accepted_length: copy
+                .map(|(tokens, steps, _)| tokens as f64 / steps.max(1) as f64),
+            copy_oracle_ceiling: copy.map(|(_, _, ms)| plain_modeled / ms.max(1e-9)),
             relaxed_accept_rate: spec.relaxed_tokens as f64 / spec.accepted_tokens.max(1) as f64,
             relaxed_tokens: spec.relaxed_tokens,
             identical_to_plain: identical,
@@ -543,15 +625,26 @@ pub fn run(
     let t0 = Instant::now();
     let mut rows = Vec::new();
     let (outs, wall) = phase(m, &configs, &warm, &targets, 1, opts.budget, progress)?;
-    let mut summary = summarize(&configs, &targets, &outs, &wall, 1, &curve, &mut rows);
+    let texts = warm_texts(&warm);
+    let mut summary = summarize(
+        &configs,
+        &targets,
+        &outs,
+        &wall,
+        1,
+        &curve,
+        Some((&texts, opts.budget)),
+        &mut rows,
+    );
     let plain_single = summary[0].tokens_per_second;
     if opts.concurrency > 1 {
         let c = opts.concurrency;
         let (outs, wall) = phase(m, &configs, &warm, &targets, c, opts.budget, progress)?;
         summary.extend(summarize(
-            &configs, &targets, &outs, &wall, c, &curve, &mut rows,
+            &configs, &targets, &outs, &wall, c, &curve, None, &mut rows,
         ));
     }
+    let ceiling = curve.perfect_drafter(opts.budget);
     let batched_vs_plain_concurrency_1 = summary
         .iter()
         .filter(|s| s.concurrency > 1)
@@ -568,6 +661,9 @@ pub fn run(
             tau: opts.relaxed.tau(),
         },
         batched_vs_plain_concurrency_1,
+        perfect_drafter_ceiling: ceiling.0,
+        perfect_drafter_nodes: ceiling.1,
+        cost_curve: curve,
         seconds: t0.elapsed().as_secs_f64(),
     })
 }

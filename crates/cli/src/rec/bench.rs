@@ -51,7 +51,7 @@ pub struct Args {
 
 fn print_table(rows: &[SummaryRow]) {
     println!(
-        "{:<14} {:>3} {:>7} {:>7} {:>8} {:>8} {:>7} {:>6} {:>6} {:>7} {:>9}",
+        "{:<14} {:>3} {:>7} {:>7} {:>8} {:>8} {:>7} {:>6} {:>6} {:>7} {:>6} {:>7} {:>9}",
         "config",
         "c",
         "records",
@@ -61,13 +61,15 @@ fn print_table(rows: &[SummaryRow]) {
         "modeled",
         "floor",
         "MAL",
+        "oracle",
+        "oMAL",
         "relaxed",
         "identical"
     );
     for s in rows {
         let opt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}x"));
         println!(
-            "{:<14} {:>3} {:>7} {:>7} {:>8.1} {:>7.2}x {:>7} {:>6} {:>6.2} {:>6.1}% {:>9}",
+            "{:<14} {:>3} {:>7} {:>7} {:>8.1} {:>7.2}x {:>7} {:>6} {:>6.2} {:>7} {:>6} {:>6.1}% {:>9}",
             s.config,
             s.concurrency,
             s.records,
@@ -77,6 +79,9 @@ fn print_table(rows: &[SummaryRow]) {
             opt(s.modeled_speedup_vs_plain),
             opt(s.min_record_speedup),
             s.mean_accepted_length,
+            opt(s.copy_oracle_ceiling),
+            s.copy_oracle_mean_accepted_length
+                .map_or("-".to_string(), |v| format!("{v:.2}")),
             100.0 * s.relaxed_accept_rate,
             format!("{}/{}", s.identical_to_plain, s.records),
         );
@@ -141,7 +146,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         "(speedup: over plain at the same concurrency; at c=1 decode tok/s with prefill \
          excluded, at c>1 completion tokens per second of wall time; modeled: each step's \
          forward priced by the measured cost curve; floor: lowest per-record speedup; \
-         relaxed: accepted draft tokens only the relaxation let through)"
+         oracle, oMAL: the copy oracle's ceiling on the cost curve and its mean accepted \
+         length over what the configuration's pool held and the text it wrote; relaxed: \
+         accepted draft tokens only the relaxation let through)"
+    );
+    println!(
+        "a perfect drafter here: {:.2}x at {} nodes a step (the measured cost curve)",
+        run.perfect_drafter_ceiling, run.perfect_drafter_nodes
     );
     for (c, v) in &run.batched_vs_plain_concurrency_1 {
         println!(
