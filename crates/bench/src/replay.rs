@@ -16,7 +16,7 @@
 use std::sync::Arc;
 
 use serde::Serialize;
-use specdec_engine::{DraftMethod, Engine, Forced, GenerateRequest};
+use specdec_engine::{DraftMethod, Engine, Forced, GenerateRequest, PoolName};
 
 use crate::cost::CostCurve;
 use crate::workload::{method_pool, record_floor};
@@ -37,6 +37,10 @@ pub struct Recorded {
     /// The stop token that ended the output, if one did (the engine leaves it out of the
     /// output, but the target chose it in a step of its own or with the last tokens).
     pub stop_token: Option<u32>,
+    /// What else the copy oracle may copy from besides the prompt and the references: what
+    /// the record's pool held when it ran (a knowledge record's earlier group texts), which
+    /// the drafters see through the pool instead.
+    pub oracle_sources: Vec<Vec<u32>>,
 }
 
 /// One record under one drafter, replayed.
@@ -100,7 +104,7 @@ pub fn replay(
         for &m in &order {
             let mut req = r.request.clone();
             req.speculation.method = m;
-            req.speculation.pool = Some(method_pool(m));
+            req.speculation.pool = Some(replay_pool(r, m)?);
             // The real run's token budget where a stop token ended it (drafts near the end
             // are capped by what is left of it, as the real run's were); the output's own
             // length where the budget did.
@@ -139,9 +143,13 @@ pub fn replay(
                 draft_ms: out.spec.draft_time.as_secs_f64() * 1e3,
             });
         }
+        let sources: Vec<Vec<u32>> = (r.request.speculation.references.iter())
+            .chain(&r.oracle_sources)
+            .cloned()
+            .collect();
         let plan = crate::oracle::Copyable::new(
             &r.request.prompt,
-            &r.request.speculation.references,
+            &sources,
             &expected[r.request.prompt.len()..],
             budget,
         )
@@ -167,6 +175,16 @@ pub fn replay(
         });
     }
     Ok(rows)
+}
+
+/// The pool a method's replay of `r` drafts from and feeds: the record's own pool where
+/// it names one (a knowledge record's group), one copy per method so that no method learns
+/// from another's replay; else the method's benchmark pool, as in the workload benchmark.
+fn replay_pool(r: &Recorded, m: DraftMethod) -> Result<PoolName, BenchError> {
+    Ok(match &r.request.speculation.pool {
+        Some(p) => PoolName::parse(&format!("{}.{}", p.as_str(), m.name()))?,
+        None => method_pool(m),
+    })
 }
 
 /// A method's figures over every record of a replay (or of a real run, from its rows).

@@ -151,6 +151,7 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
             request,
             output: out.token_ids.clone(),
             stop_token: out.stop_token,
+            oracle_sources: Vec::new(),
         });
     }
     anyhow::ensure!(

@@ -101,6 +101,10 @@ pub struct KnowledgeOutput {
     pub text: String,
     /// Its tokens.
     pub token_ids: Vec<u32>,
+    /// The token the model stopped on, when it did (not in `token_ids`): a replay of the
+    /// job's drafting (`rec replay`) verifies it in the step that wrote it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_token: Option<u32>,
     /// `stop` or `length`.
     pub finish_reason: String,
     /// The rule that verified the drafts: `strict` (the output is plain decoding's) or

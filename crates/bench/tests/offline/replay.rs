@@ -7,7 +7,7 @@ use specdec_bench::replay::{replay, summarize, Recorded, COPY_ORACLE};
 use specdec_bench::workload::method_pool;
 use specdec_bench::BenchError;
 use specdec_engine::budget::CostModel;
-use specdec_engine::{DraftMethod, Engine, GenerateRequest, Speculation, Target};
+use specdec_engine::{DraftMethod, Engine, GenerateRequest, PoolName, Speculation, Target};
 use specdec_runtime::{FakeTarget, ReplayTarget};
 
 pub(crate) fn curve() -> CostCurve {
@@ -77,6 +77,7 @@ fn a_replay_takes_the_real_runs_steps_without_its_forwards() {
             request: req.clone(),
             output: outs[i * methods.len()].token_ids.clone(),
             stop_token: outs[i * methods.len()].stop_token,
+            oracle_sources: Vec::new(),
         })
         .collect();
     let shape = ReplayTarget::new(fake.config());
@@ -140,8 +141,74 @@ fn a_recording_from_another_vocabulary_is_an_error_not_a_replay() {
         // A token outside the vocabulary cannot be the target's output.
         output: vec![5, tok.vocab_size() as u32 + 3],
         stop_token: None,
+        oracle_sources: Vec::new(),
     };
     let err = replay(&mut engine, &curve(), &[rec], &[DraftMethod::Suffix], 32).unwrap_err();
     assert!(matches!(err, BenchError::ReplayToken { .. }), "{err}");
     assert!(err.to_string().contains("vocabulary"), "{err}");
+}
+
+/// A knowledge job's replay (`rec replay`): records naming a pool draft from what the
+/// records before them taught it, one copy per method, exactly as a real run with those
+/// pools drafts; the copy oracle may copy from the sources the record says its pool held.
+#[test]
+fn records_naming_a_pool_replay_from_what_earlier_records_taught_it() {
+    let tok = specdec_testkit::tokenizer();
+    let fake = FakeTarget::new(tok.vocab_size(), 512);
+    let methods = [DraftMethod::None, DraftMethod::History, DraftMethod::Auto];
+    // Each request twice in a row: the repeat's output is in its pool's history.
+    let reqs: Vec<GenerateRequest> = requests(tok.vocab_size() as u32)
+        .into_iter()
+        .take(3)
+        .flat_map(|mut r| {
+            r.speculation.references.clear();
+            r.speculation.pool = Some(PoolName::parse("group-a").unwrap());
+            [r.clone(), r]
+        })
+        .collect();
+    let mut real =
+        Engine::new(&fake, &tok).with_cost_model(CostModel::measured(curve().points()).unwrap());
+    let mut outs = Vec::new();
+    for req in &reqs {
+        for &m in &methods {
+            let mut q = req.clone();
+            q.speculation.method = m;
+            q.speculation.pool = Some(PoolName::parse(&format!("group-a.{}", m.name())).unwrap());
+            outs.push(real.generate(&q, &mut |_| true).unwrap());
+        }
+    }
+    let mut earlier: Vec<Vec<u32>> = Vec::new();
+    let mut recorded = Vec::new();
+    for (i, req) in reqs.iter().enumerate() {
+        let out = &outs[i * methods.len()];
+        recorded.push(Recorded {
+            id: format!("r{i}"),
+            request: req.clone(),
+            output: out.token_ids.clone(),
+            stop_token: out.stop_token,
+            oracle_sources: earlier.clone(),
+        });
+        earlier.push(out.written());
+    }
+    let shape = ReplayTarget::new(fake.config());
+    let mut engine =
+        Engine::new(&shape, &tok).with_cost_model(CostModel::measured(curve().points()).unwrap());
+    let all = replay(&mut engine, &curve(), &recorded, &methods, 32).unwrap();
+    let (oracle, rows): (Vec<_>, Vec<_>) = all.into_iter().partition(|r| r.method == COPY_ORACLE);
+    for (row, out) in rows.iter().zip(&outs) {
+        assert_eq!(
+            (row.decode_steps, &row.accepted_by_position),
+            (out.spec.steps, &out.spec.accepted_by_position),
+            "{} {}",
+            row.id,
+            row.method
+        );
+    }
+    // Each repeat copies its first run's output from the pool, and the oracle, given that
+    // output as a source, is at least as cheap as the history drafter.
+    for k in (1..reqs.len()).step_by(2) {
+        let history = &rows[k * methods.len() + 1];
+        assert!(history.mean_accepted_length > 2.0, "{history:?}");
+        assert!(oracle[k].modeled_decode_ms <= history.modeled_decode_ms + 1e-9);
+    }
 }

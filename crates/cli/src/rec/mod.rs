@@ -9,6 +9,7 @@ mod knowledge;
 mod prepare;
 mod quality;
 pub mod recommend;
+mod replay;
 mod train_draft;
 
 use clap::Subcommand;
@@ -24,6 +25,9 @@ pub enum RecCommand {
     Quality(quality::Args),
     /// Plain vs strict and relaxed speculation with and without pools, interleaved.
     Bench(bench::Args),
+    /// The knowledge job's drafting replayed over a strict job's outputs (no target
+    /// forward): acceptance and modeled speedup of each method with per-group pools.
+    Replay(replay::Args),
     /// Generative recommendation over the evaluation users: plain constrained beam search
     /// against jump-forward and speculative beam search, interleaved (AtSpeed).
     Eval(eval::Args),
@@ -43,6 +47,7 @@ pub fn run(cmd: RecCommand) -> anyhow::Result<()> {
         RecCommand::Knowledge(a) => knowledge::run(a),
         RecCommand::Quality(a) => quality::run(a),
         RecCommand::Bench(a) => bench::run(a),
+        RecCommand::Replay(a) => replay::run(a),
         RecCommand::Eval(a) => eval::run(a),
         RecCommand::EvalDraft(a) => eval_draft::run(a),
         RecCommand::Recommend(a) => recommend::run(a),

@@ -152,6 +152,7 @@ mod tests {
             item_id: None,
             text: format!("text of {id}"),
             token_ids: vec![1, 2, 3],
+            stop_token: None,
             finish_reason: "length".into(),
             verify: VerifyMode::Strict,
             top_k: None,

@@ -116,6 +116,7 @@ fn output_line(task: &Task, out: &GenerateOutput) -> KnowledgeOutput {
         item_id: r.item_id,
         text: out.text.clone(),
         token_ids: out.token_ids.clone(),
+        stop_token: out.stop_token,
         finish_reason: out.finish_reason.as_str().into(),
         verify,
         top_k,

@@ -63,6 +63,7 @@ mod tests {
             item_id: (kind == Kind::Item).then_some(id),
             text: text.clone(),
             token_ids: vec![],
+            stop_token: None,
             finish_reason: "stop".into(),
             verify,
             top_k: None,

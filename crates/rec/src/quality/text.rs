@@ -267,6 +267,7 @@ mod tests {
             item_id: None,
             text: text.into(),
             token_ids: tokens.to_vec(),
+            stop_token: None,
             finish_reason: "stop".into(),
             verify: VerifyMode::Strict,
             top_k: None,
