@@ -38,6 +38,9 @@ pub struct Engine<'m> {
     /// What finished requests taught their pools, for [`Engine::take_learned`]; `None`
     /// unless [`Engine::sharing_learning`] (nobody else would read it).
     learned: Option<VecDeque<Learned>>,
+    /// The batch a request whose text follows its drafts (relaxed) sizes them for: the
+    /// scheduler's capacity (see `CostModel::frozen_in_batch`), 1 without a scheduler.
+    relaxed_batch: usize,
 }
 
 /// Lessons kept for [`Engine::take_learned`] at most; a caller that stopped taking them
@@ -63,7 +66,16 @@ impl<'m> Engine<'m> {
             pools,
             draft_model: None,
             learned: None,
+            relaxed_batch: 1,
         }
+    }
+
+    /// Sizes relaxed requests' drafts for a full batch of `batch`: a setting, which a
+    /// relaxed text depends on, never on the batch's actual members or timings. A
+    /// scheduler sets its capacity; a caller may pin another value after (a knowledge job
+    /// resumed at another concurrency keeps its texts).
+    pub fn set_relaxed_batch(&mut self, batch: usize) {
+        self.relaxed_batch = batch.max(1);
     }
 
     /// Keeps what each finished request taught its pool for [`Engine::take_learned`], so
@@ -366,6 +378,7 @@ impl<'m> Engine<'m> {
             Vec::new()
         };
         Generation::new(req, forced, seq, drafter, sink, policy, reflowed)
+            .in_batch_of(self.relaxed_batch)
     }
 
     /// Runs one forward for every unfinished generation of `batch` together: a prefill

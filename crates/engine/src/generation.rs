@@ -21,12 +21,6 @@ use crate::stats::SpecStats;
 use crate::stop::{StopEvent, StopMatcher};
 use crate::EngineError;
 
-/// The prior cost shape, never learning (what relaxed requests are sized by).
-fn frozen_cost() -> &'static CostModel {
-    static FROZEN: std::sync::OnceLock<CostModel> = std::sync::OnceLock::new();
-    FROZEN.get_or_init(CostModel::frozen)
-}
-
 /// Prompt tokens evaluated per forward during prefill; any size gives the same bits. 48
 /// rows cost 5-8% less per row than 128 on the 1.5B (AMX: three equal 16-row groups share
 /// each block's unpacked weights, and 128 rows stream the weights twice); RAG prompts of
@@ -154,6 +148,11 @@ pub struct Generation<'a> {
     /// Its wrapped prose unwrapped (see `reflow`), handed to the drafter with the
     /// references when prefill ends.
     reflowed: Vec<Vec<u32>>,
+    /// What a request whose text follows its drafts (relaxed, forced) sizes them by: the
+    /// prior cost shape in a full batch of the scheduler's capacity, never learning, so
+    /// that neither timings nor the batch's other members change its text; `None` for the
+    /// others, which are sized by the engine's measured costs.
+    frozen_cost: Option<CostModel>,
 }
 
 impl<'a> Generation<'a> {
@@ -173,7 +172,10 @@ impl<'a> Generation<'a> {
         if let Some(f) = forced.as_ref().filter(|f| !f.is_replay()) {
             req.max_tokens = req.max_tokens.min(f.remaining(req.prompt.len()));
         }
+        let follows_drafts = forced.as_ref().is_some_and(|f| !f.is_replay())
+            || req.speculation.acceptance.is_relaxed();
         Generation {
+            frozen_cost: follows_drafts.then(CostModel::frozen),
             rng: Rng::new(req.sampling.seed),
             policy,
             out: Output {
@@ -200,6 +202,15 @@ impl<'a> Generation<'a> {
         }
     }
 
+    /// Sizes the drafts of a request whose text follows them for a full batch of `batch`
+    /// (its scheduler's capacity; see `CostModel::frozen_in_batch`).
+    pub(crate) fn in_batch_of(mut self, batch: usize) -> Self {
+        if self.frozen_cost.is_some() {
+            self.frozen_cost = Some(CostModel::frozen_in_batch(batch));
+        }
+        self
+    }
+
     /// Whether the generation has ended (a stop, the token budget, or an error).
     pub fn is_finished(&self) -> bool {
         self.finish.is_some()
@@ -219,8 +230,7 @@ impl<'a> Generation<'a> {
     /// A replay's forced output is the target's own: its drafts are sized as a strict
     /// request's, which is what it replays.
     fn follows_drafts(&self) -> bool {
-        self.forced.as_ref().is_some_and(|f| !f.is_replay())
-            || self.req.speculation.acceptance.is_relaxed()
+        self.frozen_cost.is_some()
     }
 
     /// Whose cached prefixes the request may reuse (and who may reuse its cache).
@@ -366,13 +376,10 @@ impl<'a> Generation<'a> {
             _ => TokenTree::rooted(pending),
         };
         // Relaxed acceptance follows the drafts, so their sizes must follow neither the
-        // machine's timing nor the batch's other members: sized on the prior cost shape, a
-        // relaxed request writes the same text on every run.
-        let cost = if self.follows_drafts() {
-            frozen_cost()
-        } else {
-            cost
-        };
+        // machine's timing nor the batch's other members: sized on the prior cost shape in
+        // a full batch of the scheduler's capacity, a relaxed request writes the same text
+        // on every run with that capacity.
+        let cost = self.frozen_cost.as_ref().unwrap_or(cost);
         let (tree, reach) = self.policy.trim_scored(tree, cap, self.seq.len(), cost);
         load.add(tree.drafted(), self.seq.len());
         self.stats.draft_time += t0.elapsed();

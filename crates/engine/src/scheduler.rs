@@ -155,7 +155,10 @@ fn guarded_step(
 
 impl<'m, J: Job> Scheduler<'m, J> {
     /// At most `max_concurrent` requests are generated together.
-    pub fn new(engine: Engine<'m>, max_concurrent: usize) -> Self {
+    pub fn new(mut engine: Engine<'m>, max_concurrent: usize) -> Self {
+        // A relaxed request's drafts are sized for a full batch: what a node costs among
+        // `max_concurrent` members, whichever members are in flight.
+        engine.set_relaxed_batch(max_concurrent);
         Scheduler {
             engine,
             max_concurrent: max_concurrent.max(1),

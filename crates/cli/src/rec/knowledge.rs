@@ -57,6 +57,10 @@ pub struct Args {
     /// shard. Strict records only. A Redis that is down is retried; the job goes on.
     #[arg(long, value_name = "URL")]
     pub shared_state: Option<String>,
+    /// Size relaxed records' drafts for a full batch of N (default: --concurrency). Their
+    /// texts depend on it: pin it to resume a relaxed job at another concurrency.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub relaxed_batch: Option<u64>,
     /// The rule for records without their own `verify` (a record's `verify`, `top_k`
     /// and `tau` override it).
     #[command(flatten)]
@@ -98,6 +102,7 @@ impl Args {
             resume: self.resume,
             save_every: Some(Duration::from_secs(self.save_every)),
             shared_state: self.shared_state.clone(),
+            relaxed_batch: self.relaxed_batch.map(|b| b as usize),
             ..JobOptions::default()
         })
     }

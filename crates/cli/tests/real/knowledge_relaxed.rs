@@ -1,6 +1,7 @@
 //! Relaxed knowledge jobs on the real model are reproducible: two runs over the same
 //! records and pools write the same texts and the same pool files, and a run killed with
-//! SIGKILL and resumed (at another concurrency) writes what an uninterrupted one does.
+//! SIGKILL and resumed (at another concurrency, the batch relaxed drafts are sized for
+//! pinned with `--relaxed-batch`) writes what an uninterrupted one does.
 //!
 //! Regression: draft sizes followed measured forward times and records fed the pools as
 //! they finished, and relaxed acceptance follows the drafts, so two relaxed runs over 108
@@ -56,6 +57,9 @@ fn knowledge(input: &Path, output: &Path, pools: &Path, extra: &[&str]) -> Comma
     .arg(output)
     .arg("--pools")
     .arg(pools)
+    // Relaxed texts depend on the batch their drafts are sized for, which follows
+    // --concurrency unless pinned: pinned, every run below may use any concurrency.
+    .args(["--relaxed-batch", "4"])
     .args(extra)
     .stdout(Stdio::null());
     c

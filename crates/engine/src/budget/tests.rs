@@ -296,3 +296,37 @@ fn unambiguous_copies_learn_their_own_acceptance() {
         evidence_bucket(0.9, 300, false)
     );
 }
+
+#[test]
+fn the_frozen_shape_in_a_batch_prices_a_node_at_the_batchs_share_of_a_token() {
+    let alone = CostModel::frozen();
+    let in_one = CostModel::frozen_in_batch(1);
+    let in_eight = CostModel::frozen_in_batch(8);
+    for ctx in [100, 1000] {
+        for n in 1..40 {
+            assert_eq!(in_one.relative(n, ctx), alone.relative(n, ctx));
+            assert!(in_eight.relative(n + 1, ctx) > in_eight.relative(n, ctx));
+        }
+        assert_eq!(in_eight.relative(1, ctx), 1.0);
+        // Among eight single rows a drafted node costs several times what it costs alone.
+        let added = |m: &CostModel| m.relative(2, ctx) - 1.0;
+        assert!(added(&in_eight) > 3.0 * added(&alone), "ctx {ctx}");
+        assert!(
+            added(&in_eight) < 1.0,
+            "a node is still cheaper than a token"
+        );
+    }
+    // A draft accepted half of the time pays alone, and not as one of eight members.
+    let mut p = BudgetPolicy::new(32);
+    for i in 0..60 {
+        p.observe(&chain(4), &first(i % 2));
+    }
+    let kept = |cost: &CostModel| p.clone().trim(chain(4), 32, 100, cost).drafted();
+    assert!(kept(&alone) > 0);
+    assert!(
+        kept(&in_eight) < kept(&alone),
+        "{} {}",
+        kept(&in_eight),
+        kept(&alone)
+    );
+}

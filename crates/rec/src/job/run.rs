@@ -51,6 +51,10 @@ pub struct JobOptions {
     /// members in every shard. Strict records only: a relaxed record's text depends on
     /// what its pool held, which sharing would make a matter of timing.
     pub shared_state: Option<String>,
+    /// The full batch relaxed records' drafts are sized for (their texts depend on it);
+    /// `None`: `concurrency`. Pinned, a job resumed at another concurrency writes what an
+    /// uninterrupted one would have.
+    pub relaxed_batch: Option<usize>,
 }
 
 impl Default for JobOptions {
@@ -69,6 +73,7 @@ impl Default for JobOptions {
             save_every: Some(Duration::from_secs(60)),
             progress_every: Duration::from_secs(10),
             shared_state: None,
+            relaxed_batch: None,
         }
     }
 }
@@ -252,6 +257,9 @@ pub fn execute(
         None => engine,
     };
     let mut sched: Scheduler<'_, Slot> = Scheduler::new(engine, opts.concurrency);
+    if let Some(batch) = opts.relaxed_batch {
+        sched.engine_mut().set_relaxed_batch(batch);
+    }
     // With relaxed records the pools are written once, at the end (see `replay`).
     if let (Some(every), None) = (opts.save_every, &replay) {
         sched = sched.saving_every(every);
