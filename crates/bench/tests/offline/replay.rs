@@ -7,7 +7,9 @@ use specdec_bench::replay::{replay, summarize, Recorded, COPY_ORACLE};
 use specdec_bench::workload::method_pool;
 use specdec_bench::BenchError;
 use specdec_engine::budget::CostModel;
-use specdec_engine::{DraftMethod, Engine, GenerateRequest, PoolName, Speculation, Target};
+use specdec_engine::{
+    DraftMethod, Engine, GenerateOutput, GenerateRequest, PoolName, Speculation, Target, Tokenizer,
+};
 use specdec_runtime::{FakeTarget, ReplayTarget};
 
 pub(crate) fn curve() -> CostCurve {
@@ -46,6 +48,29 @@ pub(crate) fn requests(vocab: u32) -> Vec<GenerateRequest> {
         .collect()
 }
 
+/// The real run a replay must reproduce: record by record, every method in turn, each
+/// drafting from (and feeding) the pool `pool` names for the request and method.
+fn real_run(
+    fake: &FakeTarget,
+    tok: &Tokenizer,
+    reqs: &[GenerateRequest],
+    methods: &[DraftMethod],
+    pool: impl Fn(&GenerateRequest, DraftMethod) -> PoolName,
+) -> Vec<GenerateOutput> {
+    let mut real =
+        Engine::new(fake, tok).with_cost_model(CostModel::measured(curve().points()).unwrap());
+    let mut outs = Vec::new();
+    for req in reqs {
+        for &m in methods {
+            let mut q = req.clone();
+            q.speculation.method = m;
+            q.speculation.pool = Some(pool(req, m));
+            outs.push(real.generate(&q, &mut |_| true).unwrap());
+        }
+    }
+    outs
+}
+
 #[test]
 fn a_replay_takes_the_real_runs_steps_without_its_forwards() {
     let tok = specdec_testkit::tokenizer();
@@ -58,17 +83,7 @@ fn a_replay_takes_the_real_runs_steps_without_its_forwards() {
     ];
     let reqs = requests(tok.vocab_size() as u32);
     // The real run: record by record, every method in turn, each from its own pool.
-    let mut real =
-        Engine::new(&fake, &tok).with_cost_model(CostModel::measured(curve().points()).unwrap());
-    let mut outs = Vec::new();
-    for req in &reqs {
-        for &m in &methods {
-            let mut q = req.clone();
-            q.speculation.method = m;
-            q.speculation.pool = Some(method_pool(m));
-            outs.push(real.generate(&q, &mut |_| true).unwrap());
-        }
-    }
+    let outs = real_run(&fake, &tok, &reqs, &methods, |_, m| method_pool(m));
     let recorded: Vec<Recorded> = reqs
         .iter()
         .enumerate()
@@ -166,17 +181,11 @@ fn records_naming_a_pool_replay_from_what_earlier_records_taught_it() {
             [r.clone(), r]
         })
         .collect();
-    let mut real =
-        Engine::new(&fake, &tok).with_cost_model(CostModel::measured(curve().points()).unwrap());
-    let mut outs = Vec::new();
-    for req in &reqs {
-        for &m in &methods {
-            let mut q = req.clone();
-            q.speculation.method = m;
-            q.speculation.pool = Some(PoolName::parse(&format!("group-a.{}", m.name())).unwrap());
-            outs.push(real.generate(&q, &mut |_| true).unwrap());
-        }
-    }
+    // Each method's copy of the group's pool, as the replay names it.
+    let outs = real_run(&fake, &tok, &reqs, &methods, |q, m| {
+        let group = q.speculation.pool.as_ref().unwrap().as_str();
+        PoolName::parse(&format!("{group}.{}", m.name())).unwrap()
+    });
     let mut earlier: Vec<Vec<u32>> = Vec::new();
     let mut recorded = Vec::new();
     for (i, req) in reqs.iter().enumerate() {

@@ -238,6 +238,16 @@ fn done(o: Outcome) -> Box<GenerateOutput> {
     }
 }
 
+/// Admits pending requests, the last first, while the scheduler has room.
+fn admit_pending(sched: &mut Scheduler<'_, Client>, pending: &mut Vec<(usize, GenerateRequest)>) {
+    while sched.has_room() {
+        let Some((i, r)) = pending.pop() else { break };
+        sched
+            .admit(r, Box::new(|_: &str| true), client(i), None)
+            .unwrap();
+    }
+}
+
 #[test]
 fn the_scheduler_batches_requests_with_different_methods_into_the_same_outputs() {
     let t = target();
@@ -267,12 +277,7 @@ fn the_scheduler_batches_requests_with_different_methods_into_the_same_outputs()
     let mut peak = 0;
     let mut heard = vec![0usize; want.len()];
     while !(pending.is_empty() && sched.is_idle()) {
-        while sched.has_room() {
-            let Some((i, r)) = pending.pop() else { break };
-            sched
-                .admit(r, Box::new(|_: &str| true), client(i), None)
-                .unwrap();
-        }
+        admit_pending(&mut sched, &mut pending);
         peak = peak.max(sched.running());
         for f in sched.step(&mut |c: &Client, p: Progress| heard[c.id] += p.new_tokens) {
             got[f.job.id] = done(f.outcome).token_ids;
@@ -616,6 +621,16 @@ fn drafting_state_does_not_leak_between_tenants() {
     }
 }
 
+/// A relaxed request whose reference is its own prompt, under a rule that accepts nearly
+/// every draft: its text follows whatever its drafts are.
+fn relaxed_copy() -> GenerateRequest {
+    let prompt = [90, 91, 92, 93, 94, 95, 96, 97, 90, 91, 92];
+    let mut relaxed = request(&prompt, &[prompt.to_vec()], &SamplingParams::default(), 64)
+        .speculate(DraftMethod::Reference);
+    relaxed.speculation.acceptance = Acceptance::Relaxed(Relaxed::new(64, 0.0).unwrap());
+    relaxed
+}
+
 /// Regression (relaxed runs not reproducible): draft sizes followed the measured
 /// wall-clock cost of forwards and the acceptance earlier requests learned, and relaxed
 /// acceptance follows the drafts, so six identical runs gave six outputs. A relaxed
@@ -625,10 +640,7 @@ fn drafting_state_does_not_leak_between_tenants() {
 #[test]
 fn relaxed_output_does_not_depend_on_timing_or_on_earlier_requests() {
     let t = target();
-    let prompt = [90, 91, 92, 93, 94, 95, 96, 97, 90, 91, 92];
-    let mut relaxed = request(&prompt, &[prompt.to_vec()], &SamplingParams::default(), 64)
-        .speculate(DraftMethod::Reference);
-    relaxed.speculation.acceptance = Acceptance::Relaxed(Relaxed::new(64, 0.0).unwrap());
+    let relaxed = relaxed_copy();
     let mut fresh = Engine::new(&t, tokenizer()).with_draft_model(draft());
     let first = fresh.generate(&relaxed, &mut |_| true).unwrap();
     // Another engine whose cost model learned absurd timings and whose acceptance
@@ -663,12 +675,7 @@ fn scheduled(t: &FakeTarget, capacity: usize, reqs: &[GenerateRequest]) -> Vec<G
     let mut pending: Vec<(usize, GenerateRequest)> = reqs.iter().cloned().enumerate().collect();
     pending.reverse();
     while !(pending.is_empty() && sched.is_idle()) {
-        while sched.has_room() {
-            let Some((i, r)) = pending.pop() else { break };
-            sched
-                .admit(r, Box::new(|_: &str| true), client(i), None)
-                .unwrap();
-        }
+        admit_pending(&mut sched, &mut pending);
         for f in sched.step(&mut |_: &Client, _: Progress| {}) {
             got[f.job.id] = Some(*done(f.outcome));
         }
@@ -684,10 +691,7 @@ fn scheduled(t: &FakeTarget, capacity: usize, reqs: &[GenerateRequest]) -> Vec<G
 #[test]
 fn a_relaxed_request_sizes_its_drafts_for_its_schedulers_full_batch() {
     let t = target();
-    let prompt = [90, 91, 92, 93, 94, 95, 96, 97, 90, 91, 92];
-    let mut relaxed = request(&prompt, &[prompt.to_vec()], &SamplingParams::default(), 64)
-        .speculate(DraftMethod::Reference);
-    relaxed.speculation.acceptance = Acceptance::Relaxed(Relaxed::new(64, 0.0).unwrap());
+    let relaxed = relaxed_copy();
     let alone = scheduled(&t, 1, std::slice::from_ref(&relaxed)).remove(0);
     let in_eight = scheduled(&t, 8, std::slice::from_ref(&relaxed)).remove(0);
     assert!(alone.relaxed && in_eight.relaxed);
