@@ -4,7 +4,7 @@
 //! pool and drafter changes for LASER are tuned in seconds, not a model run's minutes.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::Args as ClapArgs;
@@ -45,6 +45,10 @@ pub struct Args {
     /// Most draft nodes per step.
     #[arg(long, default_value_t = 32)]
     budget: usize,
+    /// The job's `--max-tokens`, for records without their own (drafts near a record's end
+    /// are capped by what is left of it, as the job's were).
+    #[arg(long, default_value_t = 256)]
+    max_tokens: usize,
     /// The draft model of `--draft model` (and one more part of `auto`): a GGUF file or a
     /// known model's short name with the target's vocabulary. Its forwards are real: the
     /// JSON's `draft_ms` holds their time, which the modeled speedup leaves out.
@@ -102,7 +106,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         );
     }
     let outputs = read_outputs(&args.knowledge)?;
-    let (records, counted) = recorded(&meta, &by_id, &outputs, args.budget, args.warm)?;
+    let (records, counted) = recorded(&meta, &by_id, &outputs, &args)?;
     let t0 = std::time::Instant::now();
     let rows = replay(&mut engine, &curve, &records, &args.draft, args.budget)?;
     let secs = t0.elapsed().as_secs_f64();
@@ -157,7 +161,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 }
 
 /// A strict job's output lines, in file order.
-fn read_outputs(path: &PathBuf) -> anyhow::Result<Vec<KnowledgeOutput>> {
+fn read_outputs(path: &Path) -> anyhow::Result<Vec<KnowledgeOutput>> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let mut out = Vec::new();
@@ -188,8 +192,7 @@ fn recorded(
     meta: &ModelMeta,
     by_id: &BTreeMap<String, KnowledgeRecord>,
     outputs: &[KnowledgeOutput],
-    budget: usize,
-    warm: usize,
+    args: &Args,
 ) -> anyhow::Result<(Vec<Recorded>, BTreeMap<String, Role>)> {
     // What a pool's history keeps of each request: its prompt's tail, then its output.
     let prompt_tail = HistoryConfig::default().prompt_tail;
@@ -202,16 +205,16 @@ fn recorded(
             .with_context(|| format!("{} is in the job's output but not in the records", o.id))?;
         let prompt = common::prompt_tokens(meta, &r.prompt, true, None)?;
         let earlier = seen.entry(r.group.as_str()).or_default();
-        if earlier.len() >= warm {
+        if earlier.len() >= args.warm {
             counted.insert(o.id.clone(), r.role);
         }
         let request = GenerateRequest {
             speculation: Speculation {
-                max_draft: budget,
+                max_draft: args.budget,
                 pool: Some(PoolName::parse(&r.group)?),
                 ..Speculation::default()
             },
-            ..GenerateRequest::new(prompt.clone(), r.max_tokens.unwrap_or(o.token_ids.len()))
+            ..GenerateRequest::new(prompt.clone(), r.max_tokens.unwrap_or(args.max_tokens))
         };
         let written: Vec<u32> = o.token_ids.iter().chain(&o.stop_token).copied().collect();
         records.push(Recorded {
