@@ -485,13 +485,13 @@ fn copy_oracle(
     for (t, o) in targets.iter().zip(mine) {
         let written = o.written();
         let pool = pool_of(t);
-        let refs: Vec<Vec<u32>> = pool
+        let refs: Vec<&[u32]> = pool
             .iter()
             .flat_map(|p| {
                 let warm = warm.get(p).into_iter().flatten();
                 warm.chain(learned.get(p).into_iter().flatten())
             })
-            .cloned()
+            .map(Vec::as_slice)
             .collect();
         let copyable = crate::oracle::Copyable::new(&t.request.prompt, &refs, &written, budget);
         tokens += o.token_ids.len();
@@ -506,7 +506,28 @@ fn copy_oracle(
     (tokens, steps, ms)
 }
 
-#[allow(clippy::too_many_arguments)] // one phase's results and what prices them
+/// Adds the copy oracle's figures to the concurrency-1 summary rows of the speculative
+/// configurations (`summary[ci]` is `configs[ci]`'s, plain first).
+fn add_copy_oracle(
+    summary: &mut [SummaryRow],
+    configs: &[Config],
+    targets: &[Target],
+    outs: &[Vec<GenerateOutput>],
+    warm: &PoolTexts,
+    curve: &CostCurve,
+    budget: usize,
+) {
+    let plain_ms: f64 = outs[0]
+        .iter()
+        .map(|o| curve.steps_ms(&o.spec.steps_by_size))
+        .sum();
+    for (ci, c) in configs.iter().enumerate().skip(1) {
+        let (tokens, steps, ms) = copy_oracle(c, targets, &outs[ci], warm, curve, budget);
+        summary[ci].copy_oracle_mean_accepted_length = Some(tokens as f64 / steps.max(1) as f64);
+        summary[ci].copy_oracle_ceiling = Some(plain_ms / ms.max(1e-9));
+    }
+}
+
 fn summarize(
     configs: &[Config],
     targets: &[Target],
@@ -514,7 +535,6 @@ fn summarize(
     wall: &[f64],
     concurrency: usize,
     curve: &CostCurve,
-    oracle: Option<(&PoolTexts, usize)>,
     rows: &mut Vec<RecordRow>,
 ) -> Vec<SummaryRow> {
     let plain = &outs[0];
@@ -559,9 +579,6 @@ fn summarize(
             single.then(|| record_floor(mine.iter().zip(plain).map(|(o, p)| speedup(o, p))));
         let plain_modeled: f64 = plain.iter().map(modeled).sum();
         let my_modeled: f64 = mine.iter().map(modeled).sum();
-        let copy = oracle
-            .filter(|_| single && ci > 0)
-            .map(|(warm, budget)| copy_oracle(c, targets, mine, warm, curve, budget));
         out.push(SummaryRow {
             config: c.name,
             concurrency,
@@ -576,9 +593,8 @@ fn summarize(
             min_record_speedup: floor.map(|f| f.0),
             records_below_0_95: floor.map(|f| f.1),
             mean_accepted_length: spec.mean_accepted_length(tokens),
-            copy_oracle_mean_accepted_length: copy
-                .map(|(tokens, steps, _)| tokens as f64 / steps.max(1) as f64),
-            copy_oracle_ceiling: copy.map(|(_, _, ms)| plain_modeled / ms.max(1e-9)),
+            copy_oracle_mean_accepted_length: None,
+            copy_oracle_ceiling: None,
             relaxed_accept_rate: spec.relaxed_tokens as f64 / spec.accepted_tokens.max(1) as f64,
             relaxed_tokens: spec.relaxed_tokens,
             identical_to_plain: identical,
@@ -625,23 +641,23 @@ pub fn run(
     let t0 = Instant::now();
     let mut rows = Vec::new();
     let (outs, wall) = phase(m, &configs, &warm, &targets, 1, opts.budget, progress)?;
+    let mut summary = summarize(&configs, &targets, &outs, &wall, 1, &curve, &mut rows);
     let texts = warm_texts(&warm);
-    let mut summary = summarize(
+    add_copy_oracle(
+        &mut summary,
         &configs,
         &targets,
         &outs,
-        &wall,
-        1,
+        &texts,
         &curve,
-        Some((&texts, opts.budget)),
-        &mut rows,
+        opts.budget,
     );
     let plain_single = summary[0].tokens_per_second;
     if opts.concurrency > 1 {
         let c = opts.concurrency;
         let (outs, wall) = phase(m, &configs, &warm, &targets, c, opts.budget, progress)?;
         summary.extend(summarize(
-            &configs, &targets, &outs, &wall, c, &curve, None, &mut rows,
+            &configs, &targets, &outs, &wall, c, &curve, &mut rows,
         ));
     }
     let ceiling = curve.perfect_drafter(opts.budget);

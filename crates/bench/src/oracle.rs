@@ -27,12 +27,17 @@ pub struct Copyable {
 impl Copyable {
     /// Scans `output` (every token the target emits after the prompt, the stop token
     /// included where the figure should count its step) against its sources.
-    pub fn new(prompt: &[u32], references: &[Vec<u32>], output: &[u32], budget: usize) -> Self {
+    pub fn new<R: AsRef<[u32]>>(
+        prompt: &[u32],
+        references: &[R],
+        output: &[u32],
+        budget: usize,
+    ) -> Self {
         let at = (0..output.len())
             .map(|i| {
                 let want = &output[i..output.len().min(i + budget)];
                 std::iter::once(prompt)
-                    .chain(references.iter().map(Vec::as_slice))
+                    .chain(references.iter().map(AsRef::as_ref))
                     .chain(std::iter::once(&output[..i]))
                     .map(|s| longest_prefix_in(want, s))
                     .max()
@@ -149,7 +154,7 @@ mod tests {
         assert_eq!(plan.steps_by_size, vec![0, 0, 0, 3]);
         assert!((plan.ms - 30.0).abs() < 1e-9);
         // Nothing copyable: plain steps.
-        let plan = Copyable::new(&[], &[], &[7, 8, 9], 32).cheapest(&curve);
+        let plan = Copyable::new::<Vec<u32>>(&[], &[], &[7, 8, 9], 32).cheapest(&curve);
         assert_eq!(plan.steps_by_size, vec![3]);
         // Never drafts past the output's end: a 2-token output is one step of 1 draft.
         let plan = Copyable::new(&[], &[doc], &[1, 2], 32).cheapest(&curve);

@@ -39,8 +39,9 @@ pub struct Recorded {
     pub stop_token: Option<u32>,
     /// What else the copy oracle may copy from besides the prompt and the references: what
     /// the record's pool held when it ran (a knowledge record's earlier group texts), which
-    /// the drafters see through the pool instead.
-    pub oracle_sources: Vec<Vec<u32>>,
+    /// the drafters see through the pool instead. Shared: a job's records each list every
+    /// earlier text of their group.
+    pub oracle_sources: Vec<Arc<[u32]>>,
 }
 
 /// One record under one drafter, replayed.
@@ -143,9 +144,9 @@ pub fn replay(
                 draft_ms: out.spec.draft_time.as_secs_f64() * 1e3,
             });
         }
-        let sources: Vec<Vec<u32>> = (r.request.speculation.references.iter())
-            .chain(&r.oracle_sources)
-            .cloned()
+        let sources: Vec<&[u32]> = (r.request.speculation.references.iter())
+            .map(Vec::as_slice)
+            .chain(r.oracle_sources.iter().map(|s| &s[..]))
             .collect();
         let plan = crate::oracle::Copyable::new(
             &r.request.prompt,

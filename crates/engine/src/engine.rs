@@ -3,6 +3,7 @@
 //! drafter earned, the prefix cache and the drafting pools.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 use std::time::Instant;
 
 use specdec_drafters::Drafter;
@@ -38,9 +39,10 @@ pub struct Engine<'m> {
     /// What finished requests taught their pools, for [`Engine::take_learned`]; `None`
     /// unless [`Engine::sharing_learning`] (nobody else would read it).
     learned: Option<VecDeque<Learned>>,
-    /// The batch a request whose text follows its drafts (relaxed) sizes them for: the
-    /// scheduler's capacity (see `CostModel::frozen_in_batch`), 1 without a scheduler.
-    relaxed_batch: usize,
+    /// What a request whose text follows its drafts (relaxed) sizes them by: the prior
+    /// shape for a full batch of the scheduler's capacity (see
+    /// `CostModel::frozen_in_batch`), alone without a scheduler; shared by those requests.
+    relaxed_cost: Arc<CostModel>,
 }
 
 /// Lessons kept for [`Engine::take_learned`] at most; a caller that stopped taking them
@@ -66,7 +68,7 @@ impl<'m> Engine<'m> {
             pools,
             draft_model: None,
             learned: None,
-            relaxed_batch: 1,
+            relaxed_cost: Arc::new(CostModel::frozen()),
         }
     }
 
@@ -75,7 +77,7 @@ impl<'m> Engine<'m> {
     /// scheduler sets its capacity; a caller may pin another value after (a knowledge job
     /// resumed at another concurrency keeps its texts).
     pub fn set_relaxed_batch(&mut self, batch: usize) {
-        self.relaxed_batch = batch.max(1);
+        self.relaxed_cost = Arc::new(CostModel::frozen_in_batch(batch));
     }
 
     /// Keeps what each finished request taught its pool for [`Engine::take_learned`], so
@@ -378,7 +380,7 @@ impl<'m> Engine<'m> {
             Vec::new()
         };
         Generation::new(req, forced, seq, drafter, sink, policy, reflowed)
-            .in_batch_of(self.relaxed_batch)
+            .sized_on(&self.relaxed_cost)
     }
 
     /// Runs one forward for every unfinished generation of `batch` together: a prefill

@@ -6,6 +6,7 @@
 //! commits the pending token and the accepted path, and the bonus token becomes the new
 //! pending one. Plain decoding is the same step with an empty tree.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use specdec_drafters::{Drafter, TokenTree};
@@ -149,10 +150,10 @@ pub struct Generation<'a> {
     /// references when prefill ends.
     reflowed: Vec<Vec<u32>>,
     /// What a request whose text follows its drafts (relaxed, forced) sizes them by: the
-    /// prior cost shape in a full batch of the scheduler's capacity, never learning, so
-    /// that neither timings nor the batch's other members change its text; `None` for the
-    /// others, which are sized by the engine's measured costs.
-    frozen_cost: Option<CostModel>,
+    /// engine's prior cost shape in a full batch of the scheduler's capacity, never
+    /// learning, so that neither timings nor the batch's other members change its text;
+    /// `None` for the others, which are sized by the engine's measured costs.
+    frozen_cost: Option<Arc<CostModel>>,
 }
 
 impl<'a> Generation<'a> {
@@ -172,10 +173,8 @@ impl<'a> Generation<'a> {
         if let Some(f) = forced.as_ref().filter(|f| !f.is_replay()) {
             req.max_tokens = req.max_tokens.min(f.remaining(req.prompt.len()));
         }
-        let follows_drafts = forced.as_ref().is_some_and(|f| !f.is_replay())
-            || req.speculation.acceptance.is_relaxed();
         Generation {
-            frozen_cost: follows_drafts.then(CostModel::frozen),
+            frozen_cost: None,
             rng: Rng::new(req.sampling.seed),
             policy,
             out: Output {
@@ -202,11 +201,12 @@ impl<'a> Generation<'a> {
         }
     }
 
-    /// Sizes the drafts of a request whose text follows them for a full batch of `batch`
-    /// (its scheduler's capacity; see `CostModel::frozen_in_batch`).
-    pub(crate) fn in_batch_of(mut self, batch: usize) -> Self {
-        if self.frozen_cost.is_some() {
-            self.frozen_cost = Some(CostModel::frozen_in_batch(batch));
+    /// Sizes the drafts of a request whose text follows them on `frozen` (the engine's
+    /// prior shape for a full batch of its scheduler's capacity; see
+    /// `CostModel::frozen_in_batch`), shared, since it never learns.
+    pub(crate) fn sized_on(mut self, frozen: &Arc<CostModel>) -> Self {
+        if self.follows_drafts() {
+            self.frozen_cost = Some(Arc::clone(frozen));
         }
         self
     }
@@ -230,7 +230,8 @@ impl<'a> Generation<'a> {
     /// A replay's forced output is the target's own: its drafts are sized as a strict
     /// request's, which is what it replays.
     fn follows_drafts(&self) -> bool {
-        self.frozen_cost.is_some()
+        self.forced.as_ref().is_some_and(|f| !f.is_replay())
+            || self.req.speculation.acceptance.is_relaxed()
     }
 
     /// Whose cached prefixes the request may reuse (and who may reuse its cache).
@@ -379,7 +380,7 @@ impl<'a> Generation<'a> {
         // machine's timing nor the batch's other members: sized on the prior cost shape in
         // a full batch of the scheduler's capacity, a relaxed request writes the same text
         // on every run with that capacity.
-        let cost = self.frozen_cost.as_ref().unwrap_or(cost);
+        let cost = self.frozen_cost.as_deref().unwrap_or(cost);
         let (tree, reach) = self.policy.trim_scored(tree, cap, self.seq.len(), cost);
         load.add(tree.drafted(), self.seq.len());
         self.stats.draft_time += t0.elapsed();

@@ -186,7 +186,7 @@ fn records_naming_a_pool_replay_from_what_earlier_records_taught_it() {
         let group = q.speculation.pool.as_ref().unwrap().as_str();
         PoolName::parse(&format!("{group}.{}", m.name())).unwrap()
     });
-    let mut earlier: Vec<Vec<u32>> = Vec::new();
+    let mut earlier: Vec<std::sync::Arc<[u32]>> = Vec::new();
     let mut recorded = Vec::new();
     for (i, req) in reqs.iter().enumerate() {
         let out = &outs[i * methods.len()];
@@ -197,7 +197,7 @@ fn records_naming_a_pool_replay_from_what_earlier_records_taught_it() {
             stop_token: out.stop_token,
             oracle_sources: earlier.clone(),
         });
-        earlier.push(out.written());
+        earlier.push(out.written().into());
     }
     let shape = ReplayTarget::new(fake.config());
     let mut engine =

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Args as ClapArgs;
@@ -195,8 +196,8 @@ fn recorded(
     args: &Args,
 ) -> anyhow::Result<(Vec<Recorded>, BTreeMap<String, Role>)> {
     // What a pool's history keeps of each request: its prompt's tail, then its output.
-    let prompt_tail = HistoryConfig::default().prompt_tail;
-    let mut seen: BTreeMap<&str, Vec<Vec<u32>>> = BTreeMap::new();
+    let history = HistoryConfig::default();
+    let mut seen: BTreeMap<&str, Vec<Arc<[u32]>>> = BTreeMap::new();
     let mut records = Vec::new();
     let mut counted = BTreeMap::new();
     for o in outputs {
@@ -208,15 +209,16 @@ fn recorded(
         if earlier.len() >= args.warm {
             counted.insert(o.id.clone(), r.role);
         }
+        let written: Vec<u32> = o.token_ids.iter().chain(&o.stop_token).copied().collect();
+        let doc = history.document(&prompt, &written).into();
         let request = GenerateRequest {
             speculation: Speculation {
                 max_draft: args.budget,
                 pool: Some(PoolName::parse(&r.group)?),
                 ..Speculation::default()
             },
-            ..GenerateRequest::new(prompt.clone(), r.max_tokens.unwrap_or(args.max_tokens))
+            ..GenerateRequest::new(prompt, r.max_tokens.unwrap_or(args.max_tokens))
         };
-        let written: Vec<u32> = o.token_ids.iter().chain(&o.stop_token).copied().collect();
         records.push(Recorded {
             id: o.id.clone(),
             request,
@@ -224,8 +226,7 @@ fn recorded(
             stop_token: o.stop_token,
             oracle_sources: earlier.clone(),
         });
-        let tail = prompt.len().saturating_sub(prompt_tail);
-        earlier.push(prompt[tail..].iter().chain(&written).copied().collect());
+        earlier.push(doc);
     }
     Ok((records, counted))
 }

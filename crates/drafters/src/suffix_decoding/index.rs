@@ -53,6 +53,18 @@ pub struct HistoryConfig {
     pub prompt_tail: usize,
 }
 
+impl HistoryConfig {
+    /// The document a finished request becomes: the last `prompt_tail` tokens of its
+    /// prompt, then its output.
+    pub fn document(&self, prompt: &[u32], output: &[u32]) -> Vec<u32> {
+        let tail = &prompt[prompt.len().saturating_sub(self.prompt_tail)..];
+        let mut doc = Vec::with_capacity(tail.len() + output.len());
+        doc.extend_from_slice(tail);
+        doc.extend_from_slice(output);
+        doc
+    }
+}
+
 impl Default for HistoryConfig {
     fn default() -> Self {
         HistoryConfig {
@@ -187,10 +199,7 @@ impl HistoryIndex {
         if output.is_empty() {
             return false;
         }
-        let tail = &prompt[prompt.len().saturating_sub(self.cfg.prompt_tail)..];
-        let mut doc = Vec::with_capacity(tail.len() + output.len());
-        doc.extend_from_slice(tail);
-        doc.extend_from_slice(output);
+        let doc = self.cfg.document(prompt, output);
         self.insert(&doc)
     }
 
