@@ -9,6 +9,12 @@
 //! engine (its own learned acceptance and cost) and its own copies of the pools, which learn
 //! from that configuration's outputs only, so no configuration drafts from another's answer
 //! to the same record; the concurrency-N phase starts again from the warm pools.
+//!
+//! At concurrency 1 the configurations take turns record by record, so the machine's drift
+//! falls on all of them alike. At concurrency N a chunk of records is one measurement, so
+//! the phase runs `rounds` times, each from the warm pools on fresh engines: a batched
+//! configuration's speedup is the median round's, each round's throughput over plain's in
+//! that same round.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -23,8 +29,10 @@ use specdec_engine::{
 use specdec_rec::job::read_input;
 use specdec_rec::{KnowledgeRecord, Role};
 
-use crate::cost::{cost_curve, CostCurve};
-use crate::workload::{decode_secs, decode_tps, record_floor, run_together, Slot};
+use crate::cost::{cost_curve, median, CostCurve};
+use crate::workload::{
+    decode_secs, decode_tps, median_rep, record_floor, run_together, span, Slot,
+};
 use crate::BenchError;
 
 /// What to run.
@@ -40,6 +48,8 @@ pub struct KnowledgeOptions {
     pub targets: usize,
     /// Records in flight in the batched phase (1: skip it).
     pub concurrency: usize,
+    /// Times the batched phase runs (each from the warm pools, on fresh engines).
+    pub rounds: usize,
     /// Tokens per record (a record's own max_tokens overrides).
     pub max_tokens: usize,
     /// Most draft nodes per step.
@@ -74,6 +84,8 @@ pub enum Progress<'a> {
     Chunk {
         /// Records in flight.
         concurrency: usize,
+        /// The phase's run (0-based) and how many it has.
+        round: (usize, usize),
         /// Targets done so far.
         done: usize,
         /// Targets in all.
@@ -304,6 +316,16 @@ pub struct SummaryRow {
     /// curve, free of the machine's run-to-run noise.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub modeled_speedup_vs_plain: Option<f64>,
+    /// Concurrency N: the lowest and highest of the rounds' speedups (the median is
+    /// `speedup_vs_plain`), with more than one round.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub speedup_range: Option<[f64; 2]>,
+    /// Concurrency N: rounds run, and records whose text differed between rounds (none
+    /// expected: every configuration's text depends on the text alone).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rounds: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub records_differing_between_rounds: Option<usize>,
     /// Concurrency 1 only: the lowest per-record speedup, and records below 0.95x.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub min_record_speedup: Option<f64>,
@@ -387,7 +409,7 @@ fn generate_warmup(
             configured(&req, c, &r.group, k, opts.budget)
         })
         .collect::<Result<Vec<_>, BenchError>>()?;
-    let (outs, _) = run_together(&mut sched, reqs)?;
+    let outs = run_together(&mut sched, reqs)?.outs;
     progress(Progress::Warmup {
         members: members.len(),
         tokens: outs.iter().map(|o| o.completion_tokens).sum(),
@@ -399,17 +421,50 @@ fn generate_warmup(
     ))
 }
 
-/// One phase: every configuration on every target, at `concurrency`; `outputs[config][record]`
-/// and each configuration's wall seconds.
+/// One run of a phase: `outs[config][record]` and each configuration's wall seconds.
+struct Round {
+    outs: Vec<Vec<GenerateOutput>>,
+    wall: Vec<f64>,
+}
+
+/// How a phase runs: records in flight, times it runs, most draft nodes per step.
+#[derive(Clone, Copy)]
+struct PhaseSetting {
+    concurrency: usize,
+    rounds: usize,
+    budget: usize,
+}
+
+/// One phase: every configuration on every target, run `setting.rounds` times.
 fn phase(
     m: &KnowledgeModel<'_>,
     configs: &[Config],
     warm: &[(PoolName, Pool)],
     targets: &[Target],
-    concurrency: usize,
-    budget: usize,
+    setting: PhaseSetting,
     progress: &mut dyn FnMut(Progress<'_>),
-) -> Result<(Vec<Vec<GenerateOutput>>, Vec<f64>), BenchError> {
+) -> Result<Vec<Round>, BenchError> {
+    let rounds = setting.rounds.max(1);
+    (0..rounds)
+        .map(|r| run_round(m, configs, warm, targets, setting, (r, rounds), progress))
+        .collect()
+}
+
+/// One run of a phase, from the warm pools on fresh engines.
+fn run_round(
+    m: &KnowledgeModel<'_>,
+    configs: &[Config],
+    warm: &[(PoolName, Pool)],
+    targets: &[Target],
+    setting: PhaseSetting,
+    round: (usize, usize),
+    progress: &mut dyn FnMut(Progress<'_>),
+) -> Result<Round, BenchError> {
+    let PhaseSetting {
+        concurrency,
+        budget,
+        ..
+    } = setting;
     let mut scheds: Vec<Scheduler<'_, Slot>> = configs
         .iter()
         .map(|_| {
@@ -420,24 +475,28 @@ fn phase(
     let mut outs: Vec<Vec<GenerateOutput>> = configs.iter().map(|_| Vec::new()).collect();
     let mut wall = vec![0f64; configs.len()];
     // Configurations take turns on chunks of records (one record at concurrency 1), so
-    // the machine's drift falls on all of them alike.
+    // the machine's drift falls on all of them alike; each round starts the turns one
+    // configuration later, so none always runs first after a pause.
     let chunk = if concurrency == 1 { 1 } else { 2 * concurrency };
     let mut start = 0;
     for group in targets.chunks(chunk) {
-        for (ci, c) in configs.iter().enumerate() {
+        for i in 0..configs.len() {
+            let ci = (i + round.0) % configs.len();
+            let c = &configs[ci];
             let reqs = group
                 .iter()
                 .enumerate()
                 .map(|(j, t)| configured(&t.request, c, &t.record.group, start + j, budget))
                 .collect::<Result<Vec<_>, BenchError>>()?;
-            let (got, secs) = run_together(&mut scheds[ci], reqs)?;
-            wall[ci] += secs;
-            outs[ci].extend(got);
+            let got = run_together(&mut scheds[ci], reqs)?;
+            wall[ci] += got.secs;
+            outs[ci].extend(got.outs);
         }
         start += group.len();
         let last = outs[0].len() - 1;
         progress(Progress::Chunk {
             concurrency,
+            round,
             done: start,
             of: targets.len(),
             id: &targets[last].record.id,
@@ -448,7 +507,7 @@ fn phase(
                 .collect(),
         });
     }
-    Ok((outs, wall))
+    Ok(Round { outs, wall })
 }
 
 /// The texts each warm pool holds, by pool name, for the copy oracle.
@@ -528,15 +587,37 @@ fn add_copy_oracle(
     }
 }
 
+/// Each configuration's outputs of a phase: per record, the round whose decode time is the
+/// median; and how many records' texts differed between rounds.
+fn median_outputs(rounds: &[Round]) -> (Vec<Vec<GenerateOutput>>, Vec<usize>) {
+    let configs = rounds[0].outs.len();
+    (0..configs)
+        .map(|ci| {
+            let mut differing = 0;
+            let picked = (0..rounds[0].outs[ci].len())
+                .map(|k| {
+                    let reps: Vec<GenerateOutput> =
+                        rounds.iter().map(|r| r.outs[ci][k].clone()).collect();
+                    if reps.iter().any(|o| o.token_ids != reps[0].token_ids) {
+                        differing += 1;
+                    }
+                    reps[median_rep(&reps)].clone()
+                })
+                .collect();
+            (picked, differing)
+        })
+        .unzip()
+}
+
 fn summarize(
     configs: &[Config],
     targets: &[Target],
-    outs: &[Vec<GenerateOutput>],
-    wall: &[f64],
+    rounds: &[Round],
     concurrency: usize,
     curve: &CostCurve,
     rows: &mut Vec<RecordRow>,
 ) -> Vec<SummaryRow> {
+    let (outs, differing) = median_outputs(rounds);
     let plain = &outs[0];
     let modeled = |o: &GenerateOutput| curve.steps_ms(&o.spec.steps_by_size);
     let mut out = Vec::new();
@@ -568,13 +649,30 @@ fn summarize(
                 identical_to_plain: o.token_ids == p.token_ids,
             });
         }
-        let tps = if concurrency == 1 {
+        let single = concurrency == 1;
+        // Concurrency N: each round's completion tokens per second of wall time, and its
+        // ratio to plain's in the same round.
+        let round_tps = |r: &Round, ci: usize| {
+            let tokens: usize = r.outs[ci].iter().map(|o| o.completion_tokens).sum();
+            tokens as f64 / r.wall[ci].max(1e-9)
+        };
+        let ratios: Vec<f64> = rounds
+            .iter()
+            .map(|r| round_tps(r, ci) / round_tps(r, 0).max(1e-9))
+            .collect();
+        let tps = if single {
             let decode: f64 = mine.iter().map(decode_secs).sum();
             tokens as f64 / decode.max(1e-9)
         } else {
-            tokens as f64 / wall[ci].max(1e-9)
+            median(rounds.iter().map(|r| round_tps(r, ci)).collect())
         };
-        let single = concurrency == 1;
+        let speedup_vs_plain = if single {
+            out.first()
+                .map_or(1.0, |p: &SummaryRow| tps / p.tokens_per_second)
+        } else {
+            median(ratios.clone())
+        };
+        let several = !single && rounds.len() > 1;
         let floor =
             single.then(|| record_floor(mine.iter().zip(plain).map(|(o, p)| speedup(o, p))));
         let plain_modeled: f64 = plain.iter().map(modeled).sum();
@@ -586,9 +684,10 @@ fn summarize(
             records: mine.len(),
             completion_tokens: tokens,
             tokens_per_second: tps,
-            speedup_vs_plain: out
-                .first()
-                .map_or(1.0, |p: &SummaryRow| tps / p.tokens_per_second),
+            speedup_vs_plain,
+            speedup_range: several.then(|| span(ratios.into_iter())),
+            rounds: (!single).then_some(rounds.len()),
+            records_differing_between_rounds: several.then_some(differing[ci]),
             modeled_speedup_vs_plain: single.then(|| plain_modeled / my_modeled.max(1e-9)),
             min_record_speedup: floor.map(|f| f.0),
             records_below_0_95: floor.map(|f| f.1),
@@ -640,14 +739,20 @@ pub fn run(
     let curve = cost_curve(m.model, m.tokenizer, 5, 300)?;
     let t0 = Instant::now();
     let mut rows = Vec::new();
-    let (outs, wall) = phase(m, &configs, &warm, &targets, 1, opts.budget, progress)?;
-    let mut summary = summarize(&configs, &targets, &outs, &wall, 1, &curve, &mut rows);
+    let single = PhaseSetting {
+        concurrency: 1,
+        rounds: 1,
+        budget: opts.budget,
+    };
+    let rounds = phase(m, &configs, &warm, &targets, single, progress)?;
+    let mut summary = summarize(&configs, &targets, &rounds, 1, &curve, &mut rows);
+    let outs = &rounds[0].outs;
     let texts = warm_texts(&warm);
     add_copy_oracle(
         &mut summary,
         &configs,
         &targets,
-        &outs,
+        outs,
         &texts,
         &curve,
         opts.budget,
@@ -655,10 +760,13 @@ pub fn run(
     let plain_single = summary[0].tokens_per_second;
     if opts.concurrency > 1 {
         let c = opts.concurrency;
-        let (outs, wall) = phase(m, &configs, &warm, &targets, c, opts.budget, progress)?;
-        summary.extend(summarize(
-            &configs, &targets, &outs, &wall, c, &curve, &mut rows,
-        ));
+        let batched = PhaseSetting {
+            concurrency: c,
+            rounds: opts.rounds,
+            budget: opts.budget,
+        };
+        let rounds = phase(m, &configs, &warm, &targets, batched, progress)?;
+        summary.extend(summarize(&configs, &targets, &rounds, c, &curve, &mut rows));
     }
     let ceiling = curve.perfect_drafter(opts.budget);
     let batched_vs_plain_concurrency_1 = summary

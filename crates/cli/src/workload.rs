@@ -260,19 +260,24 @@ fn scheduler<'m>(
 fn print_sweep(rows: &[SweepRow]) {
     println!("\nthroughput against concurrency (completion tokens per second of wall time, prefill included):");
     println!(
-        "{:>11} {:<10} {:>10} {:>14} {:>9}",
-        "concurrency", "method", "aggr tok/s", "x lowest conc.", "x none"
+        "{:>11} {:<10} {:>10} {:>14} {:>9} {:>8}",
+        "concurrency", "method", "aggr tok/s", "x lowest conc.", "x none", "prefill"
     );
     for r in rows {
         println!(
-            "{:>11} {:<10} {:>10.1} {:>13.2}x {:>8.2}x",
+            "{:>11} {:<10} {:>10.1} {:>13.2}x {:>8.2}x {:>7.0}%",
             r.concurrency,
             r.method,
             r.aggregate_tokens_per_second,
             r.vs_lowest_concurrency,
-            r.vs_none
+            r.vs_none,
+            100.0 * r.prefill_share
         );
     }
+    println!(
+        "(prefill: the share of wall time in steps that carried a prompt's rows; batching \
+         does not shrink it)"
+    );
 }
 
 /// The run's tables, as a person reads them.

@@ -157,13 +157,22 @@ pub(crate) fn write_sweep(
                 heading: "Throughput".into(),
                 text: vec![
                     "x lowest: over the same method's throughput at the sweep's lowest \
-                     concurrency; x none: over plain decoding's at the same concurrency."
+                     concurrency; x none: over plain decoding's at the same concurrency; \
+                     prefill: the share of wall time in steps that carried a prompt's rows, \
+                     which batching does not shrink."
                         .into(),
                 ],
                 table: Some(Table {
-                    header: ["concurrency", "method", "tok/s", "x lowest", "x none"]
-                        .map(String::from)
-                        .to_vec(),
+                    header: [
+                        "concurrency",
+                        "method",
+                        "tok/s",
+                        "x lowest",
+                        "x none",
+                        "prefill",
+                    ]
+                    .map(String::from)
+                    .to_vec(),
                     rows: rows
                         .iter()
                         .map(|r| {
@@ -173,6 +182,7 @@ pub(crate) fn write_sweep(
                                 format!("{:.1}", r.aggregate_tokens_per_second),
                                 format!("{:.2}x", r.vs_lowest_concurrency),
                                 format!("{:.2}x", r.vs_none),
+                                format!("{:.0}%", 100.0 * r.prefill_share),
                             ]
                         })
                         .collect(),

@@ -51,13 +51,28 @@ pub struct Slot(usize);
 
 impl specdec_engine::Job for Slot {}
 
+/// What running a group of requests together gave.
+pub struct Together {
+    /// The outputs, in the requests' order.
+    pub outs: Vec<GenerateOutput>,
+    /// Wall seconds.
+    pub secs: f64,
+    /// Wall seconds of the steps in which a running request emitted nothing because it
+    /// was still reading its prompt: prefill's share of the batch's time, which batching
+    /// does not shrink (a prompt's rows cost the same in any batch).
+    pub prefill_secs: f64,
+    /// Scheduler steps.
+    pub steps: usize,
+    /// Of them, the steps that carried a prompt's rows.
+    pub prefill_steps: usize,
+}
+
 /// Runs `reqs` through the scheduler, as many at a time as it has room for, admitting the
-/// next as soon as one finishes (continuous batching); their outputs in order and the
-/// wall time.
+/// next as soon as one finishes (continuous batching).
 pub fn run_together(
     sched: &mut Scheduler<'_, Slot>,
     reqs: Vec<GenerateRequest>,
-) -> Result<(Vec<GenerateOutput>, f64), BenchError> {
+) -> Result<Together, BenchError> {
     run_forced_together(sched, reqs.into_iter().map(|r| (r, None)).collect())
 }
 
@@ -65,8 +80,9 @@ pub fn run_together(
 pub fn run_forced_together(
     sched: &mut Scheduler<'_, Slot>,
     reqs: Vec<(GenerateRequest, Option<Forced>)>,
-) -> Result<(Vec<GenerateOutput>, f64), BenchError> {
+) -> Result<Together, BenchError> {
     let t0 = Instant::now();
+    let (mut prefill_secs, mut steps, mut prefill_steps) = (0.0, 0, 0);
     let n = reqs.len();
     let mut outs: Vec<Option<GenerateOutput>> = (0..n).map(|_| None).collect();
     let mut queue = reqs.into_iter().enumerate();
@@ -85,7 +101,20 @@ pub fn run_forced_together(
         if sched.is_idle() {
             break;
         }
-        for f in sched.step(&mut |_, _| {}) {
+        // A decoding request emits a token each step or finishes (on a stop token it
+        // emits none); one that does neither is still reading its prompt.
+        let (running, step) = (sched.running(), Instant::now());
+        let mut advanced: Vec<usize> = Vec::new();
+        let finished = sched.step(&mut |job: &Slot, _| advanced.push(job.0));
+        advanced.extend(finished.iter().map(|f| f.job.0));
+        advanced.sort_unstable();
+        advanced.dedup();
+        steps += 1;
+        if advanced.len() < running {
+            prefill_secs += step.elapsed().as_secs_f64();
+            prefill_steps += 1;
+        }
+        for f in finished {
             match f.outcome {
                 Outcome::Done(out) => outs[f.job.0] = Some(*out),
                 Outcome::Expired(_) => {
@@ -106,5 +135,11 @@ pub fn run_forced_together(
         .into_iter()
         .map(|o| o.expect("every record finished"))
         .collect();
-    Ok((outs, t0.elapsed().as_secs_f64()))
+    Ok(Together {
+        outs,
+        secs: t0.elapsed().as_secs_f64(),
+        prefill_secs,
+        steps,
+        prefill_steps,
+    })
 }

@@ -15,14 +15,14 @@ use specdec_runtime::{Node, SeqInput, Target, Want};
 use specdec_tokenizer::Tokenizer;
 use specdec_workloads::{Record, RecordClass};
 
-pub use batch::{run_forced_together, run_together, PoolSnapshot, Slot};
+pub use batch::{run_forced_together, run_together, PoolSnapshot, Slot, Together};
 pub use rows::{Divergence, HistorySize, RecordRow, SummaryRow};
 pub use sweep::{sweep_rows, throughput_plot, SweepRow};
 
 use crate::cost::{cost_curve, CostCurve};
 use crate::BenchError;
-pub(crate) use rows::{decode_secs, decode_tps, record_floor};
-use rows::{history_sizes, median_rep, progress, record_row, summarize, Row};
+pub(crate) use rows::{decode_secs, decode_tps, median_rep, record_floor, span};
+use rows::{history_sizes, progress, record_row, summarize, Row};
 
 /// Each method drafts from a pool of its own, so no method sees an answer another method
 /// produced for the same record (a replay names its pools alike).
@@ -134,6 +134,7 @@ pub fn run(
     PoolSnapshot::from_pool(&methods, &global).restore(pools);
     let mut rows: Vec<Row> = Vec::new();
     let mut wall = vec![0f64; methods.len()];
+    let mut prefill = vec![0f64; methods.len()];
     let (mut oracle_tokens, mut oracle_steps) = (0, 0);
     // Modeled milliseconds of plain's decode steps and of the priced copy oracle's.
     let (mut plain_ms, mut oracle_ms) = (0.0, 0.0);
@@ -180,15 +181,16 @@ pub fn run(
                         (q, p.forced.clone())
                     })
                     .collect();
-                let (got, secs) = run_forced_together(sched, reqs).map_err(|e| {
+                let got = run_forced_together(sched, reqs).map_err(|e| {
                     BenchError::Setup(format!(
                         "records from {} with {}: {e}",
                         group[0].record.id,
                         m.name()
                     ))
                 })?;
-                wall[mi] += secs / repeats as f64;
-                for (k, out) in got.into_iter().enumerate() {
+                wall[mi] += got.secs / repeats as f64;
+                prefill[mi] += got.prefill_secs / repeats as f64;
+                for (k, out) in got.outs.into_iter().enumerate() {
                     outs[mi][k].push(out);
                 }
             }
@@ -253,7 +255,7 @@ pub fn run(
         done += group.len();
     }
     let all: Vec<&Row> = rows.iter().collect();
-    let summary = summarize(&methods, &all, Some(&wall));
+    let summary = summarize(&methods, &all, Some((&wall, &prefill)));
     // Totals per class, in class order, when the workload has classes.
     let classes: BTreeSet<RecordClass> = work.iter().filter_map(|p| p.record.class).collect();
     let classes = classes

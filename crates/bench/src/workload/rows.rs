@@ -119,6 +119,11 @@ pub struct SummaryRow {
     /// class's records share their batches' wall time with others).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub aggregate_tokens_per_second: Option<f64>,
+    /// Of that wall time, the share spent in steps that carried a prompt's rows (some
+    /// request still reading its prompt). Batching does not shrink it: a prompt's rows
+    /// cost the same in any batch, so it bounds what more requests in flight can gain.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prefill_share: Option<f64>,
     /// `accepted_by_position[d]`: decode steps whose accepted path reached depth d + 1.
     pub accepted_by_position: Vec<usize>,
     /// Accepted tokens by draft source.
@@ -227,11 +232,12 @@ pub(crate) fn record_row(
     }
 }
 
-/// Per-method totals over `rows`; `wall` (per method) gives the aggregate throughput.
+/// Per-method totals over `rows`; `wall` (per method: wall seconds, and those of steps
+/// that carried a prompt's rows) gives the aggregate throughput and prefill's share.
 pub(crate) fn summarize(
     methods: &[DraftMethod],
     rows: &[&Row],
-    wall: Option<&[f64]>,
+    wall: Option<(&[f64], &[f64])>,
 ) -> Vec<SummaryRow> {
     let mut out: Vec<SummaryRow> = Vec::new();
     for (mi, m) in methods.iter().enumerate() {
@@ -273,7 +279,8 @@ pub(crate) fn summarize(
             modeled_speedup_vs_none: plain_modeled / modeled.max(1e-9),
             min_record_modeled_speedup: modeled_floor.0,
             records_below_0_95_modeled: modeled_floor.1,
-            aggregate_tokens_per_second: wall.map(|w| tokens as f64 / w[mi].max(1e-9)),
+            aggregate_tokens_per_second: wall.map(|(w, _)| tokens as f64 / w[mi].max(1e-9)),
+            prefill_share: wall.map(|(w, p)| p[mi] / w[mi].max(1e-9)),
             accepted_by_position: spec.accepted_by_position,
             accepted_by_source: spec.accepted_by_source,
         });

@@ -23,6 +23,9 @@ pub struct SweepRow {
     pub vs_lowest_concurrency: f64,
     /// Over plain decoding's (`none`) at the same concurrency.
     pub vs_none: f64,
+    /// The wall time's share in steps that carried a prompt's rows (see
+    /// `SummaryRow::prefill_share`).
+    pub prefill_share: f64,
 }
 
 /// The sweep's rows, concurrency-major in the order of `runs`, methods in their order.
@@ -48,6 +51,7 @@ pub fn sweep_rows(runs: &[WorkloadRun]) -> Vec<SweepRow> {
                 aggregate_tokens_per_second: tps,
                 vs_lowest_concurrency: base.map_or(1.0, |b| tps / b.max(1e-9)),
                 vs_none: none.map_or(1.0, |n| tps / n.max(1e-9)),
+                prefill_share: s.prefill_share.unwrap_or(0.0),
             });
         }
     }

@@ -39,6 +39,7 @@ fn every_configuration_runs_and_strict_ones_equal_plain() {
         groups: Vec::new(),
         targets: 2,
         concurrency: 2,
+        rounds: 2,
         max_tokens: 12,
         budget: 8,
         relaxed: Relaxed::new(2, 0.1).unwrap(),
@@ -58,6 +59,16 @@ fn every_configuration_runs_and_strict_ones_equal_plain() {
         "five configurations at concurrency 1 and 2"
     );
     for s in &r.summary {
+        if s.concurrency > 1 {
+            // The batched phase ran twice and every text was the same both times (the
+            // relaxed one too: its drafts are sized on the prior cost shape, not timings).
+            assert_eq!(s.rounds, Some(2), "{}", s.config);
+            assert_eq!(s.records_differing_between_rounds, Some(0), "{}", s.config);
+            let [lo, hi] = s.speedup_range.expect("a range over two rounds");
+            assert!(lo <= s.speedup_vs_plain && s.speedup_vs_plain <= hi);
+        } else {
+            assert_eq!(s.rounds, None);
+        }
         if s.verify == "strict" {
             assert_eq!(
                 s.identical_to_plain, s.records,

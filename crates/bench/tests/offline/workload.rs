@@ -1,7 +1,7 @@
 //! The workload harness on a fake target: outputs checked against plain decoding's, and
 //! repetitions of a record that start from the same learned state.
 
-use specdec_bench::workload::{self, Options, Prepared, Slot};
+use specdec_bench::workload::{self, run_together, Options, Prepared, Slot};
 use specdec_engine::budget::CostModel;
 use specdec_engine::{DraftMethod, Engine, Scheduler};
 use specdec_runtime::FakeTarget;
@@ -76,4 +76,27 @@ fn repetitions_of_a_record_start_from_what_its_first_started_from() {
     let once = run(1);
     assert!(once.iter().any(|r| r.2 > 1.0), "the workload must draft");
     assert_eq!(run(3), once);
+}
+
+#[test]
+fn steps_that_read_a_prompt_count_as_prefill() {
+    // Two in flight, four requests: the first step reads two prompts, and each later
+    // admission's prompt is read in a step beside the other request's decoding; every
+    // other step decodes only.
+    let tok = specdec_testkit::tokenizer();
+    let fake = FakeTarget::new(tok.vocab_size(), 512).with_eos(tok.eos_id().unwrap(), 30);
+    let mut sched: Scheduler<'_, Slot> = Scheduler::new(Engine::new(&fake, &tok), 2);
+    let reqs = requests(tok.vocab_size() as u32);
+    let n = reqs.len();
+    assert!(n >= 3, "later admissions");
+    let got = run_together(&mut sched, reqs).unwrap();
+    assert_eq!(got.outs.len(), n);
+    let forwards: usize = got.outs.iter().map(|o| o.forward_passes).sum();
+    assert!(
+        got.prefill_steps >= n - 1,
+        "{} prefill steps",
+        got.prefill_steps
+    );
+    assert!(got.prefill_steps < got.steps && got.steps <= forwards);
+    assert!(got.prefill_secs <= got.secs);
 }

@@ -34,6 +34,11 @@ pub struct Args {
     /// Records in flight in the batched phase (1: skip it).
     #[arg(long, default_value_t = 8)]
     pub concurrency: usize,
+    /// Times the batched phase runs, each from the warm pools on fresh engines: a chunk of
+    /// records in flight is one measurement, so a batched speedup is the median round's
+    /// (each round's throughput over plain's in that round), with the range beside it.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: usize,
     /// Tokens per record (a record's own max_tokens overrides).
     #[arg(long, default_value_t = 256)]
     pub max_tokens: usize,
@@ -51,13 +56,14 @@ pub struct Args {
 
 fn print_table(rows: &[SummaryRow]) {
     println!(
-        "{:<14} {:>3} {:>7} {:>7} {:>8} {:>8} {:>7} {:>6} {:>6} {:>7} {:>6} {:>7} {:>9}",
+        "{:<14} {:>3} {:>7} {:>7} {:>8} {:>8} {:>11} {:>7} {:>6} {:>6} {:>7} {:>6} {:>7} {:>9}",
         "config",
         "c",
         "records",
         "tokens",
         "tok/s",
         "speedup",
+        "range",
         "modeled",
         "floor",
         "MAL",
@@ -69,13 +75,15 @@ fn print_table(rows: &[SummaryRow]) {
     for s in rows {
         let opt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}x"));
         println!(
-            "{:<14} {:>3} {:>7} {:>7} {:>8.1} {:>7.2}x {:>7} {:>6} {:>6.2} {:>7} {:>6} {:>6.1}% {:>9}",
+            "{:<14} {:>3} {:>7} {:>7} {:>8.1} {:>7.2}x {:>11} {:>7} {:>6} {:>6.2} {:>7} {:>6} {:>6.1}% {:>9}",
             s.config,
             s.concurrency,
             s.records,
             s.completion_tokens,
             s.tokens_per_second,
             s.speedup_vs_plain,
+            s.speedup_range
+                .map_or("-".to_string(), |[lo, hi]| format!("{lo:.2}-{hi:.2}x")),
             opt(s.modeled_speedup_vs_plain),
             opt(s.min_record_speedup),
             s.mean_accepted_length,
@@ -102,6 +110,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         groups: args.groups.clone(),
         targets: args.targets,
         concurrency: args.concurrency,
+        rounds: args.rounds,
         max_tokens: args.max_tokens,
         budget: args.budget,
         relaxed,
@@ -116,14 +125,20 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         } => eprintln!("warm-up: {members} members, {tokens} tokens in {seconds:.1} s"),
         Progress::Chunk {
             concurrency,
+            round: (round, rounds),
             done,
             of,
             id,
             speeds,
         } => {
             let line: Vec<String> = speeds.iter().map(|(c, s)| format!("{c} {s:.0}")).collect();
+            let round = if rounds > 1 {
+                format!(" round {}/{rounds}", round + 1)
+            } else {
+                String::new()
+            };
             eprintln!(
-                "[c={concurrency} {done}/{of}] {id}: tok/s {}",
+                "[c={concurrency}{round} {done}/{of}] {id}: tok/s {}",
                 line.join(", ")
             );
         }
@@ -144,7 +159,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     print_table(&run.summary);
     println!(
         "(speedup: over plain at the same concurrency; at c=1 decode tok/s with prefill \
-         excluded, at c>1 completion tokens per second of wall time; modeled: each step's \
+         excluded, at c>1 completion tokens per second of wall time, the median round's \
+         ratio to plain in the same round and the rounds' range; modeled: each step's \
          forward priced by the measured cost curve; floor: lowest per-record speedup; \
          oracle, oMAL: the copy oracle's ceiling on the cost curve and its mean accepted \
          length over what the configuration's pool held and the text it wrote; relaxed: \

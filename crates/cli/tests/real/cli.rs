@@ -339,6 +339,11 @@ fn bench_workload_reports_records_and_summary() {
     assert!(rows
         .iter()
         .all(|r| r["aggregate_tokens_per_second"].as_f64().unwrap() > 0.0));
+    // Every record's prompt is read in some step: prefill has a share, never all of it.
+    assert!(rows.iter().all(|r| {
+        let share = r["prefill_share"].as_f64().unwrap();
+        share > 0.0 && share < 1.0
+    }));
     assert!(dir.join("throughput.svg").exists());
     assert!(dir.join("concurrency-3").join("index.md").exists());
     std::fs::remove_dir_all(dir).ok();
