@@ -596,8 +596,8 @@ fn median_outputs(rounds: &[Round]) -> (Vec<Vec<GenerateOutput>>, Vec<usize>) {
             let mut differing = 0;
             let picked = (0..rounds[0].outs[ci].len())
                 .map(|k| {
-                    let reps: Vec<GenerateOutput> =
-                        rounds.iter().map(|r| r.outs[ci][k].clone()).collect();
+                    let reps: Vec<&GenerateOutput> =
+                        rounds.iter().map(|r| &r.outs[ci][k]).collect();
                     if reps.iter().any(|o| o.token_ids != reps[0].token_ids) {
                         differing += 1;
                     }

@@ -1,5 +1,6 @@
 //! The rows a workload run reports: one per record and method, and per-method summaries.
 
+use std::borrow::Borrow;
 use std::collections::BTreeMap;
 
 use serde::Serialize;
@@ -139,8 +140,11 @@ pub(crate) struct Row {
 
 /// Index of the median of `reps` by decode time; of the two middle ones for an even count,
 /// the faster (a shared machine's noise only ever slows a run down).
-pub(crate) fn median_rep(reps: &[GenerateOutput]) -> usize {
-    let decode = |o: &GenerateOutput| o.elapsed.saturating_sub(o.prefill_time);
+pub(crate) fn median_rep<O: Borrow<GenerateOutput>>(reps: &[O]) -> usize {
+    let decode = |o: &O| {
+        let o = o.borrow();
+        o.elapsed.saturating_sub(o.prefill_time)
+    };
     let mut order: Vec<usize> = (0..reps.len()).collect();
     order.sort_by_key(|&i| decode(&reps[i]));
     order[(order.len() - 1) / 2]
