@@ -18,6 +18,7 @@ use specdec_engine::{
     Speculation,
 };
 use specdec_rec::job::read_input;
+use specdec_rec::quality::read_knowledge;
 use specdec_rec::{KnowledgeOutput, KnowledgeRecord, Role, VerifyMode};
 use specdec_runtime::ReplayTarget;
 
@@ -161,27 +162,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A strict job's output lines, in file order.
+/// A strict job's output lines, in file order (read as `rec quality` reads them).
 fn read_outputs(path: &Path) -> anyhow::Result<Vec<KnowledgeOutput>> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let mut out = Vec::new();
-    for (i, line) in text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-    {
-        let o: KnowledgeOutput = serde_json::from_str(line).with_context(|| {
-            format!("{} line {}: not a knowledge output", path.display(), i + 1)
-        })?;
-        anyhow::ensure!(
-            o.verify == VerifyMode::Strict,
-            "{} line {}: {} was verified relaxed; a replay needs the target's own output",
+    let out = read_knowledge(path)?;
+    if let Some(o) = out.iter().find(|o| o.verify != VerifyMode::Strict) {
+        anyhow::bail!(
+            "{}: {} was verified relaxed; a replay needs the target's own output",
             path.display(),
-            i + 1,
             o.id
         );
-        out.push(o);
     }
     Ok(out)
 }
