@@ -113,6 +113,17 @@ pub fn prefilled(
     Ok((seq, tokens))
 }
 
+/// Counts each step's forward by its rows into `forwards_by_rows` (grown as needed; a
+/// step of 0 rows ran no forward and is counted at 0, which no price reads).
+pub fn tally_rows(forwards_by_rows: &mut Vec<usize>, step_rows: &[usize]) {
+    for &n in step_rows {
+        if forwards_by_rows.len() <= n {
+            forwards_by_rows.resize(n + 1, 0);
+        }
+        forwards_by_rows[n] += 1;
+    }
+}
+
 /// Measured forward cost by node count (see [`cost_curve`]).
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct CostCurve(Vec<(usize, f64)>);
@@ -157,6 +168,20 @@ impl CostCurve {
             .map(|(k, &n)| n as f64 * self.ms(1 + k))
             .sum()
     }
+
+    /// What forwards cost: `forwards_by_rows[n]` forwards over `n` rows each (a batch's
+    /// steps, every running request's rows together; see [`tally_rows`]). Priced so, a
+    /// batched run's time is free of the machine's drift between the runs a benchmark
+    /// compares, which take turns minutes apart: it tells whether drafts pay for the rows
+    /// they add to a batch, or what batching gains, where wall time is too noisy to.
+    pub fn forwards_ms(&self, forwards_by_rows: &[usize]) -> f64 {
+        forwards_by_rows
+            .iter()
+            .enumerate()
+            .skip(1)
+            .map(|(n, &count)| count as f64 * self.ms(n))
+            .sum()
+    }
 }
 
 #[cfg(test)]
@@ -175,5 +200,20 @@ mod tests {
         assert_eq!(nodes, 4);
         assert!((speedup - 4.0 / 1.2).abs() < 1e-9);
         assert_eq!(c.perfect_drafter(0), (1.0, 1));
+    }
+
+    #[test]
+    fn forwards_are_priced_by_their_rows_and_empty_steps_cost_nothing() {
+        let c = CostCurve::from_points(vec![(1, 10.0), (4, 12.0), (16, 40.0)]).unwrap();
+        let mut by_rows = Vec::new();
+        tally_rows(&mut by_rows, &[1, 0, 4, 16, 4]);
+        assert_eq!(by_rows.len(), 17);
+        assert_eq!(
+            (by_rows[0], by_rows[1], by_rows[4], by_rows[16]),
+            (1, 1, 2, 1)
+        );
+        let ms = c.forwards_ms(&by_rows);
+        assert!((ms - (10.0 + 2.0 * 12.0 + 40.0)).abs() < 1e-9);
+        assert_eq!(c.forwards_ms(&[]), 0.0);
     }
 }

@@ -29,7 +29,7 @@ use specdec_engine::{
 use specdec_rec::job::read_input;
 use specdec_rec::{KnowledgeRecord, Role};
 
-use crate::cost::{cost_curve, median, CostCurve};
+use crate::cost::{cost_curve, median, tally_rows, CostCurve};
 use crate::workload::{
     decode_secs, decode_tps, median_rep, record_floor, run_together, span, Slot,
 };
@@ -312,10 +312,11 @@ pub struct SummaryRow {
     /// configuration, excluded). Concurrency N: per second of wall time, prefill included.
     pub tokens_per_second: f64,
     pub speedup_vs_plain: f64,
-    /// Concurrency 1 only: the same on each step's forward priced by the measured cost
-    /// curve, free of the machine's run-to-run noise.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub modeled_speedup_vs_plain: Option<f64>,
+    /// The same on each step's forward priced by the measured cost curve, free of the
+    /// machine's run-to-run noise. Concurrency 1: each record's decode steps; concurrency
+    /// N: each batched forward by all its rows, prefill included (median of the rounds),
+    /// so it says whether drafts pay for the rows they add to plain batching's forwards.
+    pub modeled_speedup_vs_plain: f64,
     /// Concurrency N: the lowest and highest of the rounds' speedups (the median is
     /// `speedup_vs_plain`), with more than one round.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -425,6 +426,9 @@ fn generate_warmup(
 struct Round {
     outs: Vec<Vec<GenerateOutput>>,
     wall: Vec<f64>,
+    /// Per configuration, its batches' forwards counted by rows (see
+    /// [`CostCurve::forwards_ms`]).
+    forwards_by_rows: Vec<Vec<usize>>,
 }
 
 /// How a phase runs: records in flight, times it runs, most draft nodes per step.
@@ -474,6 +478,7 @@ fn run_round(
         .collect();
     let mut outs: Vec<Vec<GenerateOutput>> = configs.iter().map(|_| Vec::new()).collect();
     let mut wall = vec![0f64; configs.len()];
+    let mut forwards_by_rows = vec![Vec::new(); configs.len()];
     // Configurations take turns on chunks of records (one record at concurrency 1), so
     // the machine's drift falls on all of them alike; each round starts the turns one
     // configuration later, so none always runs first after a pause.
@@ -490,6 +495,7 @@ fn run_round(
                 .collect::<Result<Vec<_>, BenchError>>()?;
             let got = run_together(&mut scheds[ci], reqs)?;
             wall[ci] += got.secs;
+            tally_rows(&mut forwards_by_rows[ci], &got.step_rows);
             outs[ci].extend(got.outs);
         }
         start += group.len();
@@ -507,7 +513,11 @@ fn run_round(
                 .collect(),
         });
     }
-    Ok(Round { outs, wall })
+    Ok(Round {
+        outs,
+        wall,
+        forwards_by_rows,
+    })
 }
 
 /// The texts each warm pool holds, by pool name, for the copy oracle.
@@ -675,8 +685,19 @@ fn summarize(
         let several = !single && rounds.len() > 1;
         let floor =
             single.then(|| record_floor(mine.iter().zip(plain).map(|(o, p)| speedup(o, p))));
-        let plain_modeled: f64 = plain.iter().map(modeled).sum();
-        let my_modeled: f64 = mine.iter().map(modeled).sum();
+        let modeled_speedup = if single {
+            let plain_modeled: f64 = plain.iter().map(modeled).sum();
+            let my_modeled: f64 = mine.iter().map(modeled).sum();
+            plain_modeled / my_modeled.max(1e-9)
+        } else {
+            let batch = |r: &Round, ci: usize| curve.forwards_ms(&r.forwards_by_rows[ci]);
+            median(
+                rounds
+                    .iter()
+                    .map(|r| batch(r, 0) / batch(r, ci).max(1e-9))
+                    .collect(),
+            )
+        };
         out.push(SummaryRow {
             config: c.name,
             concurrency,
@@ -688,7 +709,7 @@ fn summarize(
             speedup_range: several.then(|| span(ratios.into_iter())),
             rounds: (!single).then_some(rounds.len()),
             records_differing_between_rounds: several.then_some(differing[ci]),
-            modeled_speedup_vs_plain: single.then(|| plain_modeled / my_modeled.max(1e-9)),
+            modeled_speedup_vs_plain: modeled_speedup,
             min_record_speedup: floor.map(|f| f.0),
             records_below_0_95: floor.map(|f| f.1),
             mean_accepted_length: spec.mean_accepted_length(tokens),

@@ -260,23 +260,34 @@ fn scheduler<'m>(
 fn print_sweep(rows: &[SweepRow]) {
     println!("\nthroughput against concurrency (completion tokens per second of wall time, prefill included):");
     println!(
-        "{:>11} {:<10} {:>10} {:>14} {:>9} {:>8}",
-        "concurrency", "method", "aggr tok/s", "x lowest conc.", "x none", "prefill"
+        "{:>11} {:<10} {:>10} {:>14} {:>9} {:>14} {:>9} {:>8}",
+        "concurrency",
+        "method",
+        "aggr tok/s",
+        "x lowest conc.",
+        "x none",
+        "modeled x low.",
+        "x none",
+        "prefill"
     );
     for r in rows {
         println!(
-            "{:>11} {:<10} {:>10.1} {:>13.2}x {:>8.2}x {:>7.0}%",
+            "{:>11} {:<10} {:>10.1} {:>13.2}x {:>8.2}x {:>13.2}x {:>8.2}x {:>7.0}%",
             r.concurrency,
             r.method,
             r.aggregate_tokens_per_second,
             r.vs_lowest_concurrency,
             r.vs_none,
+            r.modeled_vs_lowest_concurrency,
+            r.modeled_vs_none,
             100.0 * r.prefill_share
         );
     }
     println!(
-        "(prefill: the share of wall time in steps that carried a prompt's rows; batching \
-         does not shrink it)"
+        "(modeled: the same ratios with every run's batched forwards priced by their rows \
+         on the lowest concurrency's cost curve, free of the drift between runs; prefill: \
+         the share of wall time in steps that carried a prompt's rows; batching does not \
+         shrink it)"
     );
 }
 
@@ -309,7 +320,8 @@ fn print_run(run: &WorkloadRun, opts: &Options) {
     println!(
         "(speedup: decode tok/s over none's; floor: the lowest per-record speedup, \
          <0.95x: records below 0.95x; aggr tok/s: completion tokens per second of wall \
-         time, prefill included, {} record(s) in flight{})",
+         time, prefill included, {} record(s) in flight; aggr model: none's batches' time \
+         over the method's with each forward priced by its rows on the cost curve{})",
         run.concurrency,
         if run.repeats > 1 {
             format!("; per record the median of {} repetitions", run.repeats)
@@ -347,7 +359,7 @@ fn print_run(run: &WorkloadRun, opts: &Options) {
 fn print_table(summary: &[SummaryRow], relaxed: bool) {
     let forced = summary.iter().any(|s| s.forced);
     println!(
-        "{:<10} {:>7} {:>8} {:>10} {:>8} {:>8} {:>6} {:>10} {:>6} {:>6} {:>7} {:>7} {:>7} {:>10}{}{}",
+        "{:<10} {:>7} {:>8} {:>10} {:>8} {:>8} {:>6} {:>10} {:>6} {:>6} {:>7} {:>7} {:>7} {:>10} {:>10}{}{}",
         "method",
         "records",
         "tokens",
@@ -362,6 +374,7 @@ fn print_table(summary: &[SummaryRow], relaxed: bool) {
         "mfloor",
         "m<0.95x",
         "aggr tok/s",
+        "aggr model",
         if relaxed { "  relaxed" } else { "" },
         if forced { "  output" } else { "" }
     );
@@ -370,7 +383,7 @@ fn print_table(summary: &[SummaryRow], relaxed: bool) {
             .aggregate_tokens_per_second
             .map_or("-".to_string(), |a| format!("{a:.1}"));
         println!(
-            "{:<10} {:>7} {:>8} {:>10.0} {:>8.1} {:>7.2}x {:>6.2} {:>10} {:>5.2}x {:>6} {:>6.2}x {:>6.2}x {:>7} {:>10}{}{}",
+            "{:<10} {:>7} {:>8} {:>10.0} {:>8.1} {:>7.2}x {:>6.2} {:>10} {:>5.2}x {:>6} {:>6.2}x {:>6.2}x {:>7} {:>10} {:>10}{}{}",
             s.method,
             s.records,
             s.completion_tokens,
@@ -385,6 +398,8 @@ fn print_table(summary: &[SummaryRow], relaxed: bool) {
             s.min_record_modeled_speedup,
             s.records_below_0_95_modeled,
             aggr,
+            s.modeled_aggregate_speedup_vs_none
+                .map_or("-".to_string(), |m| format!("{m:.2}x")),
             if relaxed {
                 format!(" {:>8}", s.relaxed_tokens)
             } else {

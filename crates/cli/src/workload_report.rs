@@ -158,6 +158,9 @@ pub(crate) fn write_sweep(
                 text: vec![
                     "x lowest: over the same method's throughput at the sweep's lowest \
                      concurrency; x none: over plain decoding's at the same concurrency; \
+                     modeled: the same ratios with every run's batched forwards priced \
+                     by their rows on the lowest concurrency's cost curve, free of the \
+                     machine's drift between runs; \
                      prefill: the share of wall time in steps that carried a prompt's rows, \
                      which batching does not shrink."
                         .into(),
@@ -169,6 +172,8 @@ pub(crate) fn write_sweep(
                         "tok/s",
                         "x lowest",
                         "x none",
+                        "modeled x lowest",
+                        "modeled x none",
                         "prefill",
                     ]
                     .map(String::from)
@@ -182,6 +187,8 @@ pub(crate) fn write_sweep(
                                 format!("{:.1}", r.aggregate_tokens_per_second),
                                 format!("{:.2}x", r.vs_lowest_concurrency),
                                 format!("{:.2}x", r.vs_none),
+                                format!("{:.2}x", r.modeled_vs_lowest_concurrency),
+                                format!("{:.2}x", r.modeled_vs_none),
                                 format!("{:.0}%", 100.0 * r.prefill_share),
                             ]
                         })

@@ -45,6 +45,16 @@ pub struct Engine<'m> {
     relaxed_cost: Arc<CostModel>,
 }
 
+/// What one forward of [`Engine::step_sharing`] gave: the extra inputs' logits, and what
+/// it cost (nothing when no input had rows to run).
+#[derive(Default)]
+pub(crate) struct Forwarded {
+    pub logits: Vec<Logits>,
+    pub ms: f64,
+    /// Rows (tree nodes and prompt tokens) of every input together.
+    pub rows: usize,
+}
+
 /// Lessons kept for [`Engine::take_learned`] at most; a caller that stopped taking them
 /// loses the oldest rather than growing memory.
 const MAX_UNTAKEN_LESSONS: usize = 4096;
@@ -392,14 +402,14 @@ impl<'m> Engine<'m> {
 
     /// [`Engine::step`] with `extra` inputs in the same forward (the scheduler's beam
     /// searches; `extra_load` is their rows and summed context, which the batch's drafts
-    /// are sized around). Returns the extra inputs' logits, in their order, and the
-    /// forward's milliseconds.
+    /// are sized around). Returns the extra inputs' logits, in their order, with the
+    /// forward's milliseconds and rows.
     pub(crate) fn step_sharing(
         &mut self,
         batch: &mut [&mut Generation<'_>],
         extra: Vec<SeqInput<'_>>,
         extra_load: (usize, usize),
-    ) -> Result<(Vec<Logits>, f64), EngineError> {
+    ) -> Result<Forwarded, EngineError> {
         let mut load = BatchLoad {
             rows: extra_load.0,
             ctx_sum: extra_load.1,
@@ -438,8 +448,9 @@ impl<'m> Engine<'m> {
         let own = inputs.len();
         inputs.extend(extra);
         if inputs.is_empty() {
-            return Ok((Vec::new(), 0.0));
+            return Ok(Forwarded::default());
         }
+        let rows = inputs.iter().map(|i| i.nodes.len()).sum();
         let mut logits = self.target.forward(&mut inputs)?;
         drop(inputs);
         let ms = t0.elapsed().as_secs_f64() * 1e3;
@@ -466,13 +477,21 @@ impl<'m> Engine<'m> {
             .zip(steps)
             .filter_map(|(g, s)| s.map(|s| (g, s)));
         for ((g, s), l) in members.zip(&logits) {
-            let decode = matches!(s, StepInput::Decode(..));
+            let expected = match &s {
+                StepInput::Decode(_, _, reach) => Some(reach.iter().sum::<f64>()),
+                StepInput::Prefill(_) => None,
+            };
             let accepted = g.apply(self.tokenizer, s, l)?;
-            if let (true, Some(price)) = (decode, price) {
-                g.settle(price.credit(accepted));
+            if let (Some(expected), Some(price)) = (expected, price) {
+                tracing::trace!(expected, accepted, c0 = price.c0, c1 = price.c1, "settled");
+                g.settle(price.credit(accepted), expected, accepted);
             }
         }
-        Ok((rest, ms))
+        Ok(Forwarded {
+            logits: rest,
+            ms,
+            rows,
+        })
     }
 
     /// Applies `fair_share`'s rule to a batch's planned steps: cuts the drafts that would

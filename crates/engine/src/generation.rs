@@ -15,7 +15,7 @@ use specdec_tokenizer::{StreamDecoder, Tokenizer};
 use specdec_verify::{Forced, Rng};
 
 use crate::budget::{BatchLoad, BudgetPolicy, CostModel};
-use crate::fair_share::Member;
+use crate::fair_share::{self, Member, TRUST_MEMORY};
 use crate::request::{FinishReason, GenerateOutput, GenerateRequest, Speculation};
 use crate::scope::CacheScope;
 use crate::stats::SpecStats;
@@ -146,6 +146,9 @@ pub struct Generation<'a> {
     stop_token: Option<u32>,
     /// Its balance against plain batching (see `fair_share`).
     balance: f64,
+    /// Draft tokens it expected (its kept nodes' reach) and accepted in batched steps:
+    /// how far its expectations held there (see `fair_share::trust`).
+    batched_drafts: (f64, f64),
     /// Its wrapped prose unwrapped (see `reflow`), handed to the drafter with the
     /// references when prefill ends.
     reflowed: Vec<Vec<u32>>,
@@ -197,6 +200,7 @@ impl<'a> Generation<'a> {
             start: Instant::now(),
             prefill_time: None,
             balance: 0.0,
+            batched_drafts: (0.0, 0.0),
             reflowed,
         }
     }
@@ -406,6 +410,7 @@ impl<'a> Generation<'a> {
             StepInput::Decode(_, _, reach) => Some(Member {
                 balance: self.balance,
                 reach,
+                trust: fair_share::trust(self.batched_drafts),
                 droppable: !self.follows_drafts(),
             }),
         }
@@ -430,9 +435,15 @@ impl<'a> Generation<'a> {
     }
 
     /// Adds what a batched step gained or lost against plain batching (see
-    /// `fair_share`).
-    pub(crate) fn settle(&mut self, credit: f64) {
+    /// `fair_share`), and how many draft tokens it `expected` and `accepted` there (a
+    /// window of recent batched steps: see `fair_share::trust`).
+    pub(crate) fn settle(&mut self, credit: f64, expected: f64, accepted: usize) {
         self.balance += credit;
+        let (e, a) = self.batched_drafts;
+        self.batched_drafts = (
+            TRUST_MEMORY * e + expected,
+            TRUST_MEMORY * a + accepted as f64,
+        );
     }
 
     /// Tokens the next step attends to: the prompt and what was generated.

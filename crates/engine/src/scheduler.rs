@@ -19,7 +19,7 @@ use specdec_verify::Forced;
 
 use crate::beam::{BeamOptions, BeamOutput, BeamRunner, BeamTask, Catalogue};
 use crate::budget::CostModel;
-use crate::engine::Engine;
+use crate::engine::{Engine, Forwarded};
 use crate::generation::{Generation, Sink};
 use crate::request::{GenerateOutput, GenerateRequest};
 use crate::EngineError;
@@ -106,6 +106,8 @@ pub struct Scheduler<'m, J> {
     last_save: Instant,
     /// Steps in a row in which every request failed.
     failing_steps: usize,
+    /// Rows of the last step's forward (see [`Scheduler::last_step_rows`]).
+    last_rows: usize,
 }
 
 fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
@@ -169,6 +171,7 @@ impl<'m, J: Job> Scheduler<'m, J> {
             save_every: None,
             last_save: Instant::now(),
             failing_steps: 0,
+            last_rows: 0,
         }
     }
 
@@ -214,6 +217,13 @@ impl<'m, J: Job> Scheduler<'m, J> {
     /// Whether another request can start now (fewer than `max_concurrent` running).
     pub fn has_room(&self) -> bool {
         self.running() < self.max_concurrent
+    }
+
+    /// Rows (draft tree nodes, prompt tokens, beam rows) of the last step's one forward
+    /// for all its requests: what pricing a step on a cost curve needs. 0 when the step
+    /// ran no forward, or ran one per request after the batched one failed.
+    pub fn last_step_rows(&self) -> usize {
+        self.last_rows
     }
 
     /// Whether no request is running.
@@ -433,6 +443,7 @@ impl<'m, J: Job> Scheduler<'m, J> {
     /// One batched forward for the generations and the searches; if it fails, each member
     /// is retried alone so that only the requests that fail by themselves are failed.
     fn run_step(&mut self) {
+        self.last_rows = 0;
         let mut left = beam_rows(self.engine.cost(), &self.active);
         // A tree is forwarded whole: beside generations, none is larger than a step's share.
         self.prepare_searches(left.max(MIN_BEAM_ROWS));
@@ -473,8 +484,9 @@ impl<'m, J: Job> Scheduler<'m, J> {
         let shared = guarded(|| engine.step_sharing(&mut batch, extra, extra_load));
         drop(batch);
         let e = match shared {
-            Ok((logits, ms)) => {
+            Ok(Forwarded { logits, ms, rows }) => {
                 self.failing_steps = 0;
+                self.last_rows = rows;
                 let runner = self.beams.as_mut();
                 let mut logits = logits.into_iter();
                 if let Some(runner) = runner {
@@ -520,7 +532,7 @@ impl<'m, J: Job> Scheduler<'m, J> {
                     })
                 };
                 match result {
-                    Ok((logits, ms)) => {
+                    Ok(Forwarded { logits, ms, .. }) => {
                         any_ok = true;
                         Self::absorb_search(runner, &self.engine, s, logits, ms);
                     }

@@ -65,6 +65,9 @@ pub struct Together {
     pub steps: usize,
     /// Of them, the steps that carried a prompt's rows.
     pub prefill_steps: usize,
+    /// Each step's rows: every running request's prompt chunk or pending token and draft
+    /// nodes, together in one forward (priced by [`crate::cost::CostCurve::forwards_ms`]).
+    pub step_rows: Vec<usize>,
 }
 
 /// Runs `reqs` through the scheduler, as many at a time as it has room for, admitting the
@@ -83,6 +86,7 @@ pub fn run_forced_together(
 ) -> Result<Together, BenchError> {
     let t0 = Instant::now();
     let (mut prefill_secs, mut steps, mut prefill_steps) = (0.0, 0, 0);
+    let mut step_rows = Vec::new();
     let n = reqs.len();
     let mut outs: Vec<Option<GenerateOutput>> = (0..n).map(|_| None).collect();
     let mut queue = reqs.into_iter().enumerate();
@@ -106,6 +110,7 @@ pub fn run_forced_together(
         let (running, step) = (sched.running(), Instant::now());
         let mut advanced: Vec<usize> = Vec::new();
         let finished = sched.step(&mut |job: &Slot, _| advanced.push(job.0));
+        step_rows.push(sched.last_step_rows());
         advanced.extend(finished.iter().map(|f| f.job.0));
         advanced.sort_unstable();
         advanced.dedup();
@@ -141,5 +146,6 @@ pub fn run_forced_together(
         prefill_secs,
         steps,
         prefill_steps,
+        step_rows,
     })
 }

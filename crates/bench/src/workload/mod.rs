@@ -19,10 +19,10 @@ pub use batch::{run_forced_together, run_together, PoolSnapshot, Slot, Together}
 pub use rows::{Divergence, HistorySize, RecordRow, SummaryRow};
 pub use sweep::{sweep_rows, throughput_plot, SweepRow};
 
-use crate::cost::{cost_curve, CostCurve};
+use crate::cost::{cost_curve, tally_rows, CostCurve};
 use crate::BenchError;
 pub(crate) use rows::{decode_secs, decode_tps, median_rep, record_floor, span};
-use rows::{history_sizes, progress, record_row, summarize, Row};
+use rows::{history_sizes, progress, record_row, summarize, BatchTimes, Row};
 
 /// Each method drafts from a pool of its own, so no method sees an answer another method
 /// produced for the same record (a replay names its pools alike).
@@ -133,8 +133,7 @@ pub fn run(
     // Every method starts from the (warmed) global pool.
     PoolSnapshot::from_pool(&methods, &global).restore(pools);
     let mut rows: Vec<Row> = Vec::new();
-    let mut wall = vec![0f64; methods.len()];
-    let mut prefill = vec![0f64; methods.len()];
+    let mut batches = BatchTimes::new(methods.len());
     let (mut oracle_tokens, mut oracle_steps) = (0, 0);
     // Modeled milliseconds of plain's decode steps and of the priced copy oracle's.
     let (mut plain_ms, mut oracle_ms) = (0.0, 0.0);
@@ -188,8 +187,9 @@ pub fn run(
                         m.name()
                     ))
                 })?;
-                wall[mi] += got.secs / repeats as f64;
-                prefill[mi] += got.prefill_secs / repeats as f64;
+                batches.wall[mi] += got.secs / repeats as f64;
+                batches.prefill[mi] += got.prefill_secs / repeats as f64;
+                tally_rows(&mut batches.forwards_by_rows[mi], &got.step_rows);
                 for (k, out) in got.outs.into_iter().enumerate() {
                     outs[mi][k].push(out);
                 }
@@ -255,7 +255,7 @@ pub fn run(
         done += group.len();
     }
     let all: Vec<&Row> = rows.iter().collect();
-    let summary = summarize(&methods, &all, Some((&wall, &prefill)));
+    let summary = summarize(&methods, &all, Some((&batches, &curve)));
     // Totals per class, in class order, when the workload has classes.
     let classes: BTreeSet<RecordClass> = work.iter().filter_map(|p| p.record.class).collect();
     let classes = classes

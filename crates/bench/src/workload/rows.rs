@@ -125,6 +125,18 @@ pub struct SummaryRow {
     /// cost the same in any batch, so it bounds what more requests in flight can gain.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prefill_share: Option<f64>,
+    /// `none`'s batches' modeled time over this method's, each step's forward priced by
+    /// all its rows on the cost curve (prefill included; see
+    /// [`crate::cost::CostCurve::forwards_ms`]): whether the drafts pay for the rows they
+    /// add to the batch's forwards, free of the drift between the methods' turns that
+    /// the aggregate throughput carries. Whole runs only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub modeled_aggregate_speedup_vs_none: Option<f64>,
+    /// The batches' forwards counted by rows (`[n]`: forwards over n rows), every
+    /// repetition's: what the modeled figures price, and what a sweep prices every
+    /// concurrency's run on one curve with. Whole runs only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub forwards_by_rows: Option<Vec<usize>>,
     /// `accepted_by_position[d]`: decode steps whose accepted path reached depth d + 1.
     pub accepted_by_position: Vec<usize>,
     /// Accepted tokens by draft source.
@@ -236,12 +248,33 @@ pub(crate) fn record_row(
     }
 }
 
-/// Per-method totals over `rows`; `wall` (per method: wall seconds, and those of steps
-/// that carried a prompt's rows) gives the aggregate throughput and prefill's share.
+/// Per method, how its batches ran (each method's figures summed over its groups).
+#[derive(Clone, Debug)]
+pub(crate) struct BatchTimes {
+    /// Wall seconds, a repetition's share each.
+    pub wall: Vec<f64>,
+    /// Wall seconds of the steps that carried a prompt's rows, the same way.
+    pub prefill: Vec<f64>,
+    /// The batches' forwards counted by rows, every repetition's.
+    pub forwards_by_rows: Vec<Vec<usize>>,
+}
+
+impl BatchTimes {
+    pub(crate) fn new(methods: usize) -> Self {
+        BatchTimes {
+            wall: vec![0.0; methods],
+            prefill: vec![0.0; methods],
+            forwards_by_rows: vec![Vec::new(); methods],
+        }
+    }
+}
+
+/// Per-method totals over `rows`; `batches` gives the aggregate throughput, prefill's
+/// share and the batches' modeled speedup on `curve` (whole runs only).
 pub(crate) fn summarize(
     methods: &[DraftMethod],
     rows: &[&Row],
-    wall: Option<(&[f64], &[f64])>,
+    batches: Option<(&BatchTimes, &CostCurve)>,
 ) -> Vec<SummaryRow> {
     let mut out: Vec<SummaryRow> = Vec::new();
     for (mi, m) in methods.iter().enumerate() {
@@ -283,8 +316,13 @@ pub(crate) fn summarize(
             modeled_speedup_vs_none: plain_modeled / modeled.max(1e-9),
             min_record_modeled_speedup: modeled_floor.0,
             records_below_0_95_modeled: modeled_floor.1,
-            aggregate_tokens_per_second: wall.map(|(w, _)| tokens as f64 / w[mi].max(1e-9)),
-            prefill_share: wall.map(|(w, p)| p[mi] / w[mi].max(1e-9)),
+            aggregate_tokens_per_second: batches.map(|(b, _)| tokens as f64 / b.wall[mi].max(1e-9)),
+            prefill_share: batches.map(|(b, _)| b.prefill[mi] / b.wall[mi].max(1e-9)),
+            modeled_aggregate_speedup_vs_none: batches.map(|(b, curve)| {
+                curve.forwards_ms(&b.forwards_by_rows[0])
+                    / curve.forwards_ms(&b.forwards_by_rows[mi]).max(1e-9)
+            }),
+            forwards_by_rows: batches.map(|(b, _)| b.forwards_by_rows[mi].clone()),
             accepted_by_position: spec.accepted_by_position,
             accepted_by_source: spec.accepted_by_source,
         });

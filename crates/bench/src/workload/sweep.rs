@@ -7,7 +7,7 @@
 
 use serde::Serialize;
 
-use super::WorkloadRun;
+use super::{SummaryRow, WorkloadRun};
 use crate::report::{Plot, Series};
 
 /// One method at one concurrency.
@@ -23,6 +23,12 @@ pub struct SweepRow {
     pub vs_lowest_concurrency: f64,
     /// Over plain decoding's (`none`) at the same concurrency.
     pub vs_none: f64,
+    /// The two ratios on modeled time: every run's batched forwards priced by their rows
+    /// on the lowest concurrency's cost curve (see `SummaryRow::forwards_by_rows`), free
+    /// of the machine's drift between runs that take turns minutes apart.
+    pub modeled_vs_lowest_concurrency: f64,
+    /// See `modeled_vs_lowest_concurrency`.
+    pub modeled_vs_none: f64,
     /// The wall time's share in steps that carried a prompt's rows (see
     /// `SummaryRow::prefill_share`).
     pub prefill_share: f64,
@@ -30,27 +36,38 @@ pub struct SweepRow {
 
 /// The sweep's rows, concurrency-major in the order of `runs`, methods in their order.
 pub fn sweep_rows(runs: &[WorkloadRun]) -> Vec<SweepRow> {
-    let aggregate = |run: &WorkloadRun, method: &str| {
+    fn find<'r>(run: &'r WorkloadRun, method: &str) -> Option<&'r SummaryRow> {
         run.summary
             .iter()
-            .find(|s| s.method == method)
-            .and_then(|s| s.aggregate_tokens_per_second)
+            .find(|s| s.method == method && s.aggregate_tokens_per_second.is_some())
+    }
+    let Some(lowest) = runs.iter().min_by_key(|r| r.concurrency) else {
+        return Vec::new();
     };
-    let lowest = runs.iter().min_by_key(|r| r.concurrency);
+    // Completion tokens per modeled second, every run priced on one curve.
+    let modeled_tps = |run: &WorkloadRun, s: &SummaryRow| {
+        let forwards = s.forwards_by_rows.as_deref().unwrap_or_default();
+        let secs = lowest.cost_curve.forwards_ms(forwards) / 1e3 / run.repeats.max(1) as f64;
+        s.completion_tokens as f64 / secs.max(1e-9)
+    };
+    let ratio = |a: f64, b: Option<f64>| b.map_or(1.0, |b| a / b.max(1e-9));
     let mut rows = Vec::new();
     for run in runs {
-        let none = aggregate(run, specdec_engine::DraftMethod::None.name());
+        let none = find(run, specdec_engine::DraftMethod::None.name());
         for s in &run.summary {
             let Some(tps) = s.aggregate_tokens_per_second else {
                 continue;
             };
-            let base = lowest.and_then(|l| aggregate(l, s.method));
+            let base = find(lowest, s.method);
+            let modeled = modeled_tps(run, s);
             rows.push(SweepRow {
                 concurrency: run.concurrency,
                 method: s.method,
                 aggregate_tokens_per_second: tps,
-                vs_lowest_concurrency: base.map_or(1.0, |b| tps / b.max(1e-9)),
-                vs_none: none.map_or(1.0, |n| tps / n.max(1e-9)),
+                vs_lowest_concurrency: ratio(tps, base.and_then(|b| b.aggregate_tokens_per_second)),
+                vs_none: ratio(tps, none.and_then(|n| n.aggregate_tokens_per_second)),
+                modeled_vs_lowest_concurrency: ratio(modeled, base.map(|b| modeled_tps(lowest, b))),
+                modeled_vs_none: ratio(modeled, none.map(|n| modeled_tps(run, n))),
                 prefill_share: s.prefill_share.unwrap_or(0.0),
             });
         }

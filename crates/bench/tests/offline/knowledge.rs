@@ -69,6 +69,11 @@ fn every_configuration_runs_and_strict_ones_equal_plain() {
         } else {
             assert_eq!(s.rounds, None);
         }
+        // Batched too, each forward is priced by its rows: plain against itself is 1.
+        assert!(s.modeled_speedup_vs_plain > 0.0, "{}", s.config);
+        if s.config == r.summary[0].config {
+            assert_eq!(s.modeled_speedup_vs_plain, 1.0, "c={}", s.concurrency);
+        }
         if s.verify == "strict" {
             assert_eq!(
                 s.identical_to_plain, s.records,

@@ -100,3 +100,55 @@ fn steps_that_read_a_prompt_count_as_prefill() {
     assert!(got.prefill_steps < got.steps && got.steps <= forwards);
     assert!(got.prefill_secs <= got.secs);
 }
+
+#[test]
+fn every_step_reports_the_rows_of_its_forward() {
+    // A step's rows are what its requests put in one forward: every prompt token but the
+    // last (prefill, in chunks), and per decode step the pending token and its draft
+    // nodes. Summed over the steps they are what the outputs' own counts say, drafted or
+    // not, two in flight.
+    let tok = specdec_testkit::tokenizer();
+    let fake = FakeTarget::new(tok.vocab_size(), 512).with_eos(tok.eos_id().unwrap(), 30);
+    let mut drafted = Vec::new();
+    for method in [DraftMethod::None, DraftMethod::Suffix] {
+        let mut sched: Scheduler<'_, Slot> = Scheduler::new(Engine::new(&fake, &tok), 2);
+        let reqs = requests(tok.vocab_size() as u32)
+            .into_iter()
+            .map(|mut r| {
+                r.speculation.method = method;
+                r
+            })
+            .collect();
+        let got = run_together(&mut sched, reqs).unwrap();
+        assert_eq!(got.step_rows.len(), got.steps);
+        assert!(got.step_rows.iter().all(|&rows| rows > 0));
+        let expected: usize = got
+            .outs
+            .iter()
+            .map(|o| {
+                let decode: usize = o
+                    .spec
+                    .steps_by_size
+                    .iter()
+                    .enumerate()
+                    .map(|(k, &n)| n * (1 + k))
+                    .sum();
+                o.prompt_tokens - 1 + decode
+            })
+            .sum();
+        assert_eq!(
+            got.step_rows.iter().sum::<usize>(),
+            expected,
+            "{}",
+            method.name()
+        );
+        drafted.push(
+            got.outs
+                .iter()
+                .map(|o| o.spec.drafted_tokens)
+                .sum::<usize>(),
+        );
+    }
+    assert_eq!(drafted[0], 0);
+    assert!(drafted[1] > 0, "the copying method must draft");
+}

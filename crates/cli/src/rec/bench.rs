@@ -84,7 +84,7 @@ fn print_table(rows: &[SummaryRow]) {
             s.speedup_vs_plain,
             s.speedup_range
                 .map_or("-".to_string(), |[lo, hi]| format!("{lo:.2}-{hi:.2}x")),
-            opt(s.modeled_speedup_vs_plain),
+            format!("{:.2}x", s.modeled_speedup_vs_plain),
             opt(s.min_record_speedup),
             s.mean_accepted_length,
             opt(s.copy_oracle_ceiling),
@@ -161,7 +161,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         "(speedup: over plain at the same concurrency; at c=1 decode tok/s with prefill \
          excluded, at c>1 completion tokens per second of wall time, the median round's \
          ratio to plain in the same round and the rounds' range; modeled: each step's \
-         forward priced by the measured cost curve; floor: lowest per-record speedup; \
+         forward priced by the measured cost curve, at c>1 each batched forward by all its \
+         rows (the median round); floor: lowest per-record speedup; \
          oracle, oMAL: the copy oracle's ceiling on the cost curve and its mean accepted \
          length over what the configuration's pool held and the text it wrote; relaxed: \
          accepted draft tokens only the relaxation let through)"

@@ -344,6 +344,11 @@ fn bench_workload_reports_records_and_summary() {
         let share = r["prefill_share"].as_f64().unwrap();
         share > 0.0 && share < 1.0
     }));
+    // Batches priced by their forwards' rows: plain against itself is 1.
+    assert!(rows.iter().all(|r| {
+        let modeled = r["modeled_vs_none"].as_f64().unwrap();
+        modeled > 0.0 && (r["method"] != "none" || modeled == 1.0)
+    }));
     assert!(dir.join("throughput.svg").exists());
     assert!(dir.join("concurrency-3").join("index.md").exists());
     std::fs::remove_dir_all(dir).ok();
