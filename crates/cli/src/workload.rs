@@ -284,10 +284,10 @@ fn print_sweep(rows: &[SweepRow]) {
         );
     }
     println!(
-        "(modeled: the same ratios with every run's batched forwards priced by their rows \
-         on the lowest concurrency's cost curve, free of the drift between runs; prefill: \
-         the share of wall time in steps that carried a prompt's rows; batching does not \
-         shrink it)"
+        "(modeled: the same ratios with batched forwards priced by their rows, every \
+         concurrency's on the lowest one's cost curve, free of the drift between runs; \
+         prefill: the share of wall time in steps that carried a prompt's rows; batching \
+         does not shrink it)"
     );
 }
 

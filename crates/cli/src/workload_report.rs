@@ -158,8 +158,8 @@ pub(crate) fn write_sweep(
                 text: vec![
                     "x lowest: over the same method's throughput at the sweep's lowest \
                      concurrency; x none: over plain decoding's at the same concurrency; \
-                     modeled: the same ratios with every run's batched forwards priced \
-                     by their rows on the lowest concurrency's cost curve, free of the \
+                     modeled: the same ratios with batched forwards priced by their \
+                     rows, every concurrency's on the lowest one's cost curve, free of the \
                      machine's drift between runs; \
                      prefill: the share of wall time in steps that carried a prompt's rows, \
                      which batching does not shrink."

@@ -41,12 +41,12 @@ pub(crate) const TRUST_MEMORY: f64 = 0.95;
 
 /// The share of its expected draft tokens a member may count on, from `(expected,
 /// accepted)` over its recent batched steps (see [`TRUST_MEMORY`]): their ratio behind a
-/// prior of full trust, at most 1. Expectations are learned acceptance rates of the drafts' kinds, the
-/// best of a tree's candidates by those rates, so they run high where a kind's drafts
-/// differ (LASER's pool copies at 8 in flight: expected tokens made every member's gain
-/// look worth the rows, and strict speculation ran at 0.91-0.94x of plain batching on the
-/// forwards' modeled cost). Alone a request's own trim pays for a miss; in a batch every
-/// member does, so a member whose drafts disappoint drafts less there.
+/// prior of full trust, at most 1. Expectations are the learned acceptance rates of the
+/// drafts' kinds, and a tree keeps the best of its candidates by those rates, so they run
+/// high for what it keeps: LASER's pool copies at 8 in flight were accepted at 55% of
+/// what members expected, every member's gain looked worth the rows, and strict
+/// speculation cost the batch 6-9% (its forwards' modeled cost). Alone a request's own
+/// trim pays for a miss; in a batch every member does.
 pub(crate) fn trust((expected, accepted): (f64, f64)) -> f64 {
     ((accepted + TRUST_PRIOR) / (expected + TRUST_PRIOR)).min(1.0)
 }

@@ -23,11 +23,12 @@ pub struct SweepRow {
     pub vs_lowest_concurrency: f64,
     /// Over plain decoding's (`none`) at the same concurrency.
     pub vs_none: f64,
-    /// The two ratios on modeled time: every run's batched forwards priced by their rows
-    /// on the lowest concurrency's cost curve (see `SummaryRow::forwards_by_rows`), free
-    /// of the machine's drift between runs that take turns minutes apart.
+    /// `vs_lowest_concurrency` on modeled time: both runs' batched forwards priced by
+    /// their rows on the lowest concurrency's cost curve (see
+    /// `SummaryRow::forwards_by_rows`), free of the machine's drift between runs that
+    /// take turns minutes apart.
     pub modeled_vs_lowest_concurrency: f64,
-    /// See `modeled_vs_lowest_concurrency`.
+    /// `vs_none` on modeled time (the run's `SummaryRow::modeled_aggregate_speedup_vs_none`).
     pub modeled_vs_none: f64,
     /// The wall time's share in steps that carried a prompt's rows (see
     /// `SummaryRow::prefill_share`).
@@ -44,7 +45,7 @@ pub fn sweep_rows(runs: &[WorkloadRun]) -> Vec<SweepRow> {
     let Some(lowest) = runs.iter().min_by_key(|r| r.concurrency) else {
         return Vec::new();
     };
-    // Completion tokens per modeled second, every run priced on one curve.
+    // Completion tokens per modeled second, runs of every concurrency priced on one curve.
     let modeled_tps = |run: &WorkloadRun, s: &SummaryRow| {
         let forwards = s.forwards_by_rows.as_deref().unwrap_or_default();
         let secs = lowest.cost_curve.forwards_ms(forwards) / 1e3 / run.repeats.max(1) as f64;
@@ -67,7 +68,7 @@ pub fn sweep_rows(runs: &[WorkloadRun]) -> Vec<SweepRow> {
                 vs_lowest_concurrency: ratio(tps, base.and_then(|b| b.aggregate_tokens_per_second)),
                 vs_none: ratio(tps, none.and_then(|n| n.aggregate_tokens_per_second)),
                 modeled_vs_lowest_concurrency: ratio(modeled, base.map(|b| modeled_tps(lowest, b))),
-                modeled_vs_none: ratio(modeled, none.map(|n| modeled_tps(run, n))),
+                modeled_vs_none: s.modeled_aggregate_speedup_vs_none.unwrap_or(1.0),
                 prefill_share: s.prefill_share.unwrap_or(0.0),
             });
         }
