@@ -477,9 +477,10 @@ impl<'m> Engine<'m> {
             .zip(steps)
             .filter_map(|(g, s)| s.map(|s| (g, s)));
         for ((g, s), l) in members.zip(&logits) {
-            let expected = match &s {
-                StepInput::Decode(_, _, reach) => Some(reach.iter().sum::<f64>()),
-                StepInput::Prefill(_) => None,
+            // Only a judged (batched) decode step settles.
+            let expected = match (&s, price) {
+                (StepInput::Decode(_, _, reach), Some(_)) => Some(reach.iter().sum::<f64>()),
+                _ => None,
             };
             let accepted = g.apply(self.tokenizer, s, l)?;
             if let (Some(expected), Some(price)) = (expected, price) {

@@ -61,11 +61,10 @@ pub struct Together {
     /// was still reading its prompt: prefill's share of the batch's time, which batching
     /// does not shrink (a prompt's rows cost the same in any batch).
     pub prefill_secs: f64,
-    /// Scheduler steps.
-    pub steps: usize,
-    /// Of them, the steps that carried a prompt's rows.
+    /// Of the scheduler's steps (one per entry of `step_rows`), those that carried a
+    /// prompt's rows.
     pub prefill_steps: usize,
-    /// Each step's rows: every running request's prompt chunk or pending token and draft
+    /// Each scheduler step's rows: every running request's prompt chunk or pending token and draft
     /// nodes, together in one forward (priced by [`crate::cost::CostCurve::forwards_ms`]).
     pub step_rows: Vec<usize>,
 }
@@ -85,7 +84,7 @@ pub fn run_forced_together(
     reqs: Vec<(GenerateRequest, Option<Forced>)>,
 ) -> Result<Together, BenchError> {
     let t0 = Instant::now();
-    let (mut prefill_secs, mut steps, mut prefill_steps) = (0.0, 0, 0);
+    let (mut prefill_secs, mut prefill_steps) = (0.0, 0);
     let mut step_rows = Vec::new();
     let n = reqs.len();
     let mut outs: Vec<Option<GenerateOutput>> = (0..n).map(|_| None).collect();
@@ -114,7 +113,6 @@ pub fn run_forced_together(
         advanced.extend(finished.iter().map(|f| f.job.0));
         advanced.sort_unstable();
         advanced.dedup();
-        steps += 1;
         if advanced.len() < running {
             prefill_secs += step.elapsed().as_secs_f64();
             prefill_steps += 1;
@@ -144,7 +142,6 @@ pub fn run_forced_together(
         outs,
         secs: t0.elapsed().as_secs_f64(),
         prefill_secs,
-        steps,
         prefill_steps,
         step_rows,
     })

@@ -97,7 +97,8 @@ fn steps_that_read_a_prompt_count_as_prefill() {
         "{} prefill steps",
         got.prefill_steps
     );
-    assert!(got.prefill_steps < got.steps && got.steps <= forwards);
+    let steps = got.step_rows.len();
+    assert!(got.prefill_steps < steps && steps <= forwards);
     assert!(got.prefill_secs <= got.secs);
 }
 
@@ -120,7 +121,6 @@ fn every_step_reports_the_rows_of_its_forward() {
             })
             .collect();
         let got = run_together(&mut sched, reqs).unwrap();
-        assert_eq!(got.step_rows.len(), got.steps);
         assert!(got.step_rows.iter().all(|&rows| rows > 0));
         let expected: usize = got
             .outs
